@@ -1,0 +1,180 @@
+//! The shape of a new intent and the checks it must pass before anything is written.
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::hash::{canonical_json, find_unsafe_integer};
+use crate::key::{validate_key, validate_token};
+
+/// Longest tenant id, in bytes.
+pub const MAX_TENANT_LEN: usize = 128;
+/// Longest `business_ref`, `run_id` or `step`, in bytes.
+pub const MAX_LABEL_LEN: usize = 255;
+/// Largest accepted `arguments`, measured as canonical JSON, in bytes.
+pub const MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
+
+/// What an orchestrator asks oncebox to do once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewIntent {
+    /// The owner of the intent; keys are unique per tenant.
+    pub tenant_id: String,
+    /// The stable idempotency key (1–255 printable ASCII, no spaces).
+    pub idempotency_key: String,
+    /// An operator-configured action name, such as `create_invoice`.
+    pub action: String,
+    /// The action's arguments: a JSON object.
+    pub arguments: Value,
+    /// The caller's own reference (order number), for search and reconciliation.
+    pub business_ref: Option<String>,
+    /// The agent run this intent belongs to.
+    pub run_id: Option<String>,
+    /// The step within the run.
+    pub step: Option<String>,
+    /// No attempt starts after this time; past it the intent ends `expired`.
+    pub deadline: Option<SystemTime>,
+}
+
+/// A field of a [`NewIntent`] that is not acceptable, named as the API and CLI name it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidIntent {
+    /// The field, such as `idempotency_key` or `arguments/amount` (a JSON pointer inside
+    /// arguments).
+    pub field: String,
+    /// What is wrong and what to do instead.
+    pub reason: String,
+}
+
+impl InvalidIntent {
+    /// An error about `field`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        InvalidIntent {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl NewIntent {
+    /// An intent with no optional fields set.
+    pub fn new(
+        tenant_id: impl Into<String>,
+        idempotency_key: impl Into<String>,
+        action: impl Into<String>,
+        arguments: Value,
+    ) -> Self {
+        NewIntent {
+            tenant_id: tenant_id.into(),
+            idempotency_key: idempotency_key.into(),
+            action: action.into(),
+            arguments,
+            business_ref: None,
+            run_id: None,
+            step: None,
+            deadline: None,
+        }
+    }
+
+    /// Checks every field; the first problem found is returned.
+    ///
+    /// A deadline in the past is accepted on purpose: a retried submit must find its original
+    /// intent, and a new one simply ends `expired` without an attempt.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming the field.
+    pub fn validate(&self) -> Result<(), InvalidIntent> {
+        validate_token(&self.tenant_id, MAX_TENANT_LEN)
+            .map_err(|e| InvalidIntent::new("tenant_id", e.to_string()))?;
+        validate_key(&self.idempotency_key)
+            .map_err(|e| InvalidIntent::new("idempotency_key", e.to_string()))?;
+        validate_token(&self.action, MAX_LABEL_LEN)
+            .map_err(|e| InvalidIntent::new("action", e.to_string()))?;
+        if !self.arguments.is_object() {
+            return Err(InvalidIntent::new(
+                "arguments",
+                format!("must be a JSON object, not {}", kind(&self.arguments)),
+            ));
+        }
+        if let Some(pointer) = find_unsafe_integer(&self.arguments) {
+            return Err(InvalidIntent::new(
+                format!("arguments{pointer}"),
+                "integer beyond 2^53 would be rounded by the request hash (RFC 8785); send it as a string",
+            ));
+        }
+        let size = canonical_json(&self.arguments).len();
+        if size > MAX_ARGUMENTS_BYTES {
+            return Err(InvalidIntent::new(
+                "arguments",
+                format!("{size} bytes as canonical JSON; at most {MAX_ARGUMENTS_BYTES} are accepted"),
+            ));
+        }
+        for (field, value) in [
+            ("business_ref", &self.business_ref),
+            ("run_id", &self.run_id),
+            ("step", &self.step),
+        ] {
+            if let Some(v) = value {
+                if v.is_empty() || v.len() > MAX_LABEL_LEN || v.chars().any(char::is_control) {
+                    return Err(InvalidIntent::new(
+                        field,
+                        format!("must be 1–{MAX_LABEL_LEN} bytes without control characters"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ok() -> NewIntent {
+        NewIntent::new("tenant-42", "order-8172", "create_invoice", json!({"amount": "12.00"}))
+    }
+
+    fn field_of(i: NewIntent) -> String {
+        i.validate().expect_err("must be refused").field
+    }
+
+    #[test]
+    fn a_good_intent_passes() {
+        assert_eq!(ok().validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert_eq!(field_of(NewIntent { tenant_id: "".into(), ..ok() }), "tenant_id");
+        assert_eq!(field_of(NewIntent { idempotency_key: "a b".into(), ..ok() }), "idempotency_key");
+        assert_eq!(field_of(NewIntent { idempotency_key: "k".repeat(256), ..ok() }), "idempotency_key");
+        assert_eq!(field_of(NewIntent { action: "".into(), ..ok() }), "action");
+        assert_eq!(field_of(NewIntent { arguments: json!([1]), ..ok() }), "arguments");
+        assert_eq!(field_of(NewIntent { arguments: json!("x"), ..ok() }), "arguments");
+        assert_eq!(
+            field_of(NewIntent { arguments: json!({"n": {"id": 9007199254740993u64}}), ..ok() }),
+            "arguments/n/id"
+        );
+        assert_eq!(
+            field_of(NewIntent { arguments: json!({"blob": "x".repeat(MAX_ARGUMENTS_BYTES)}), ..ok() }),
+            "arguments"
+        );
+        assert_eq!(field_of(NewIntent { run_id: Some("".into()), ..ok() }), "run_id");
+        assert_eq!(field_of(NewIntent { step: Some("a\nb".into()), ..ok() }), "step");
+        let msg = NewIntent { arguments: json!(null), ..ok() }.validate().expect_err("refused").to_string();
+        assert_eq!(msg, "arguments: must be a JSON object, not null");
+    }
+}

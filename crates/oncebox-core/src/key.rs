@@ -1,0 +1,159 @@
+//! Idempotency keys: what a valid key is, and helpers that derive stable keys.
+//!
+//! A key names one intent for ever (until retention purge). Derived keys are SHA-256 digests, so
+//! they carry no personal data in clear text however the inputs were made.
+
+use sha2::{Digest, Sha256};
+
+use crate::hash::canonical_json;
+
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// Why a key (or another key-shaped identifier such as a tenant id) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The key is the empty string.
+    #[error("must not be empty")]
+    Empty,
+    /// The key is longer than allowed.
+    #[error("is {len} bytes long; at most {max} are allowed")]
+    TooLong {
+        /// The key's length in bytes.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The key holds a character outside printable ASCII (0x21–0x7E), such as a space.
+    #[error("holds {found:?} at byte {position}; only printable ASCII without spaces is allowed")]
+    BadCharacter {
+        /// The offending character.
+        found: char,
+        /// Its byte offset.
+        position: usize,
+    },
+}
+
+/// Checks that `key` is 1–255 printable ASCII characters with no whitespace or control
+/// characters, as DESIGN §2 requires of an idempotency key.
+///
+/// # Errors
+/// [`KeyError`] saying what is wrong and where.
+pub fn validate_key(key: &str) -> Result<(), KeyError> {
+    validate_token(key, MAX_KEY_LEN)
+}
+
+/// Checks a key-shaped identifier (printable ASCII, no spaces) of at most `max` bytes.
+///
+/// # Errors
+/// [`KeyError`] saying what is wrong and where.
+pub fn validate_token(value: &str, max: usize) -> Result<(), KeyError> {
+    if value.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if let Some((position, found)) = value
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_graphic()))
+    {
+        return Err(KeyError::BadCharacter { found, position });
+    }
+    if value.len() > max {
+        return Err(KeyError::TooLong {
+            len: value.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// A key for "this version of this business object, acted on by this action, for this tenant":
+/// lowercase hex SHA-256 of `tenant|action|business_id|version`.
+///
+/// Use it when the agent's intent is tied to a business object (an order, an invoice) so that
+/// two agents deciding the same thing converge on one key.
+pub fn business_key(tenant: &str, action: &str, business_id: &str, version: &str) -> String {
+    let mut h = Sha256::new();
+    for (i, part) in [tenant, action, business_id, version].iter().enumerate() {
+        if i > 0 {
+            h.update(b"|");
+        }
+        h.update(part.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// A key for "this step of this agent session calling this tool with these arguments":
+/// lowercase hex SHA-256 of `session:step:tool:` followed by the JCS form of `arguments`.
+///
+/// A replayed step of the same session (an orchestrator restarted mid-run) gets the same key.
+/// Integers beyond 2^53 lose precision under JCS; pass such values as strings.
+pub fn step_key(session: &str, step: u64, tool: &str, arguments: &serde_json::Value) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{session}:{step}:{tool}:").as_bytes());
+    h.update(canonical_json(arguments).as_bytes());
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accepts_printable_ascii_up_to_255() {
+        assert_eq!(validate_key("a"), Ok(()));
+        assert_eq!(validate_key("order-8172:create_invoice/v1~!"), Ok(()));
+        assert_eq!(validate_key(&"k".repeat(255)), Ok(()));
+    }
+
+    #[test]
+    fn refuses_empty_long_spaces_controls_and_non_ascii() {
+        assert_eq!(validate_key(""), Err(KeyError::Empty));
+        assert_eq!(
+            validate_key(&"k".repeat(256)),
+            Err(KeyError::TooLong { len: 256, max: 255 })
+        );
+        assert_eq!(
+            validate_key("a b"),
+            Err(KeyError::BadCharacter {
+                found: ' ',
+                position: 1
+            })
+        );
+        assert!(matches!(
+            validate_key("a\tb"),
+            Err(KeyError::BadCharacter { found: '\t', .. })
+        ));
+        assert!(matches!(
+            validate_key("a\u{7f}"),
+            Err(KeyError::BadCharacter { .. })
+        ));
+        assert!(matches!(
+            validate_key("clé"),
+            Err(KeyError::BadCharacter { found: 'é', .. })
+        ));
+    }
+
+    #[test]
+    fn business_key_is_sha256_of_pipe_joined_parts() {
+        // echo -n 'tenant-42|create_invoice|order-8172|3' | sha256sum
+        assert_eq!(
+            business_key("tenant-42", "create_invoice", "order-8172", "3"),
+            "0262372410cb2f647caf5119744aa6a9ba4504dd2a31a5bb6f310eef0e7031ec"
+        );
+        assert!(validate_key(&business_key("t", "a", "1", "1")).is_ok());
+    }
+
+    #[test]
+    fn step_key_uses_canonical_arguments() {
+        let a = step_key("s1", 3, "create_invoice", &json!({"b": 1, "a": [1, 2]}));
+        let b = step_key("s1", 3, "create_invoice", &json!({"a": [1, 2], "b": 1}));
+        assert_eq!(a, b);
+        // echo -n 's1:3:create_invoice:{"a":[1,2],"b":1}' | sha256sum
+        assert_eq!(
+            a,
+            "e587bf96c7c0d4cd92648bc4a8569fdea59ebc802b3494e27113a7fd09edbe43"
+        );
+        assert_ne!(a, step_key("s1", 4, "create_invoice", &json!({"a": [1, 2], "b": 1})));
+    }
+}

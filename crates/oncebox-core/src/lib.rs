@@ -1,0 +1,30 @@
+//! The pure domain of oncebox: no I/O, no async.
+//!
+//! Everything here is deterministic given its inputs — time and randomness are passed in — so
+//! that the rules which decide whether an intent may be retried, what its key is, and which status
+//! it may move to can be tested exhaustively without a database or a network.
+//!
+//! - [`key`]: idempotency-key validation and the `business_key` / `step_key` helpers.
+//! - [`hash`]: RFC 8785 (JCS) canonical JSON and the request hash.
+//! - [`status`]: the journal statuses and the one table of allowed transitions.
+//! - [`retry`]: the retry policy (exponential backoff, full jitter, Retry-After, deadline).
+//! - [`outcome`]: the closed set of delivery outcomes.
+//! - [`redact`]: redaction rules applied before anything is stored.
+//! - [`intent`]: the validated shape of a new intent.
+//! - [`config`]: the operator's TOML configuration (actions, redaction).
+
+pub mod config;
+pub mod hash;
+pub mod intent;
+pub mod key;
+pub mod outcome;
+pub mod redact;
+pub mod retry;
+pub mod status;
+
+pub use hash::{canonical_json, request_hash};
+pub use intent::{InvalidIntent, NewIntent};
+pub use key::{business_key, step_key, validate_key};
+pub use outcome::DeliveryOutcome;
+pub use retry::RetryPolicy;
+pub use status::Status;

@@ -1,0 +1,200 @@
+//! Journal statuses and the only allowed transitions between them (DESIGN §4).
+//!
+//! [`TRANSITIONS`] is the single table every writer consults; the database enforces the status
+//! set with a CHECK constraint whose list must equal [`Status::ALL`].
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Where an intent stands. Terminal statuses never change again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Accepted and waiting for a worker.
+    Pending,
+    /// A worker holds the lease and may be calling the destination.
+    InFlight,
+    /// The request may have had an effect; nobody knows yet.
+    Unknown,
+    /// A worker is looking the effect up at the destination.
+    Reconciling,
+    /// Automation stopped: a person must decide.
+    NeedsReview,
+    /// The effect happened exactly once. Terminal.
+    Succeeded,
+    /// The effect did not and will not happen. Terminal.
+    Failed,
+    /// Cancelled before dispatch. Terminal.
+    Cancelled,
+    /// The deadline passed before the effect happened. Terminal.
+    Expired,
+}
+
+use Status::*;
+
+/// Every allowed `(from, to)` transition, one row per source status (DESIGN §4).
+pub const TRANSITIONS: &[(Status, &[Status])] = &[
+    (Pending, &[InFlight, Cancelled, Expired]),
+    (InFlight, &[Succeeded, Failed, Pending, Unknown, Expired]),
+    (Unknown, &[InFlight, Reconciling, NeedsReview]),
+    (Reconciling, &[Succeeded, Pending, NeedsReview, Unknown]),
+    (NeedsReview, &[Succeeded, Failed, Pending]),
+    (Succeeded, &[]),
+    (Failed, &[]),
+    (Cancelled, &[]),
+    (Expired, &[]),
+];
+
+/// A transition that [`TRANSITIONS`] does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an intent cannot go from {from} to {to}")]
+pub struct IllegalTransition {
+    /// The current status.
+    pub from: Status,
+    /// The refused target.
+    pub to: Status,
+}
+
+impl Status {
+    /// Every status, in the order of DESIGN §4.
+    pub const ALL: [Status; 9] = [
+        Pending,
+        InFlight,
+        Unknown,
+        Reconciling,
+        NeedsReview,
+        Succeeded,
+        Failed,
+        Cancelled,
+        Expired,
+    ];
+
+    /// The name used in the database, the API, logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Pending => "pending",
+            InFlight => "in_flight",
+            Unknown => "unknown",
+            Reconciling => "reconciling",
+            NeedsReview => "needs_review",
+            Succeeded => "succeeded",
+            Failed => "failed",
+            Cancelled => "cancelled",
+            Expired => "expired",
+        }
+    }
+
+    /// True for statuses that never change again.
+    pub fn is_terminal(self) -> bool {
+        self.allowed_next().is_empty()
+    }
+
+    /// The statuses this one may move to.
+    pub fn allowed_next(self) -> &'static [Status] {
+        TRANSITIONS
+            .iter()
+            .find(|(from, _)| *from == self)
+            .map_or(&[], |(_, to)| to)
+    }
+
+    /// Checks a transition against [`TRANSITIONS`].
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] when the table does not list `(self, to)`.
+    pub fn transition(self, to: Status) -> Result<Status, IllegalTransition> {
+        if self.allowed_next().contains(&to) {
+            Ok(to)
+        } else {
+            Err(IllegalTransition { from: self, to })
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not one of [`Status::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status {0:?}; expected one of pending, in_flight, unknown, reconciling, needs_review, succeeded, failed, cancelled, expired")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for Status {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DESIGN §4's table, written out independently of [`TRANSITIONS`] as (from, to) names.
+    const EXPECTED: &[(&str, &str)] = &[
+        ("pending", "in_flight"),
+        ("pending", "cancelled"),
+        ("pending", "expired"),
+        ("in_flight", "succeeded"),
+        ("in_flight", "failed"),
+        ("in_flight", "pending"),
+        ("in_flight", "unknown"),
+        ("in_flight", "expired"),
+        ("unknown", "in_flight"),
+        ("unknown", "reconciling"),
+        ("unknown", "needs_review"),
+        ("reconciling", "succeeded"),
+        ("reconciling", "pending"),
+        ("reconciling", "needs_review"),
+        ("reconciling", "unknown"),
+        ("needs_review", "succeeded"),
+        ("needs_review", "failed"),
+        ("needs_review", "pending"),
+    ];
+
+    #[test]
+    fn every_pair_is_allowed_exactly_when_design_lists_it() {
+        let mut allowed = 0;
+        for from in Status::ALL {
+            for to in Status::ALL {
+                let listed = EXPECTED.contains(&(from.as_str(), to.as_str()));
+                assert_eq!(
+                    from.transition(to).is_ok(),
+                    listed,
+                    "{from} -> {to}: table and DESIGN §4 disagree"
+                );
+                allowed += usize::from(listed);
+            }
+        }
+        assert_eq!(allowed, EXPECTED.len());
+        assert_eq!(
+            Pending.transition(Succeeded),
+            Err(IllegalTransition {
+                from: Pending,
+                to: Succeeded
+            })
+        );
+    }
+
+    #[test]
+    fn terminal_statuses_are_exactly_the_four() {
+        let terminal: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(terminal, [Succeeded, Failed, Cancelled, Expired]);
+    }
+
+    #[test]
+    fn names_round_trip_and_table_covers_every_status() {
+        for s in Status::ALL {
+            assert_eq!(s.as_str().parse::<Status>(), Ok(s));
+            assert_eq!(serde_json::to_value(s).expect("serialise"), s.as_str());
+            assert_eq!(TRANSITIONS.iter().filter(|(f, _)| *f == s).count(), 1);
+        }
+        assert!("done".parse::<Status>().is_err());
+    }
+}

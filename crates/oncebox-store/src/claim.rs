@@ -1,0 +1,75 @@
+//! Claiming outbox work: one statement leases a batch (SKIP LOCKED), bumps each row's fencing
+//! epoch and commits at once — no transaction is held while the work is done.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection};
+use std::time::Duration;
+
+/// The kind of work an outbox row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Deliver the intent to its destination.
+    Deliver,
+    /// Look an unknown outcome up at the destination.
+    Reconcile,
+    /// Publish a dead-letter notification.
+    Notify,
+}
+
+impl Phase {
+    /// The name stored in `outbox.phase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Deliver => "deliver",
+            Phase::Reconcile => "reconcile",
+            Phase::Notify => "notify",
+        }
+    }
+}
+
+/// An outbox row leased to the caller.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct ClaimedRow {
+    /// Outbox row id.
+    pub id: i64,
+    /// The intent it works on.
+    pub intent_id: i64,
+    /// Its phase name.
+    pub phase: String,
+    /// The fencing epoch of this lease: every write must be conditional on it.
+    pub epoch: i64,
+    /// Attempts already made.
+    pub attempt: i32,
+    /// Set when an earlier attempt may have reached the destination.
+    pub dispatched_at: Option<DateTime<Utc>>,
+    /// The unredacted arguments, when they differ from the journal's payload.
+    pub arguments: Option<Json<Value>>,
+    /// When this lease ends unless renewed.
+    pub lease_expires_at: DateTime<Utc>,
+    /// True when the row was taken from a worker whose lease expired.
+    pub lease_taken_over: bool,
+}
+
+/// Leases up to `limit` rows of `phase` to `worker` for `lease`, in one auto-committed
+/// statement. Rows are ready ones in `available_at` order, plus rows whose lease expired.
+///
+/// # Errors
+/// The database's error.
+#[tracing::instrument(skip(conn), fields(phase = phase.as_str()), err)]
+pub async fn claim(
+    conn: &mut PgConnection,
+    phase: Phase,
+    worker: &str,
+    limit: i64,
+    lease: Duration,
+) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+    sqlx::query_as(include_str!("../queries/claim.sql"))
+        .bind(phase.as_str())
+        .bind(worker)
+        .bind(limit)
+        .bind(lease.as_secs_f64())
+        .fetch_all(conn)
+        .await
+}

@@ -1,0 +1,61 @@
+//! oncebox's Postgres store: schema migrations, the journal (`oncebox.intents`), the outbox and
+//! the transactional submit.
+//!
+//! All SQL lives in `queries/*.sql` beside this crate and is checked at run time (`query_as`),
+//! with every statement covered by a test against a real Postgres. Migrations are the
+//! workspace's top-level `migrations/`, embedded at compile time.
+
+mod claim;
+mod error;
+mod intent;
+mod submit;
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, migrate::Migrator};
+
+pub use claim::{ClaimedRow, Phase, claim};
+pub use error::{StoreError, SubmitError};
+pub use intent::{Intent, intent_by_key};
+pub use submit::{Intake, Submitted};
+
+/// The NOTIFY channel that wakes idle workers when outbox rows appear.
+pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
+
+/// The schema migrations in `migrations/`, embedded in the binary.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+
+/// Applies every pending migration. Safe to run concurrently from several processes: sqlx
+/// serialises them with an advisory lock.
+///
+/// # Errors
+/// [`StoreError::Migrate`] when a migration fails or the database has a migration this binary
+/// does not know (a newer oncebox migrated it).
+#[tracing::instrument(skip(pool), err)]
+pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// Opens a pool to `database_url` with server-side guards: statements may run at most
+/// `statement_timeout`, and a transaction left idle is ended by the server after
+/// `idle_in_transaction_session_timeout`, so a stuck client cannot hold outbox locks.
+///
+/// # Errors
+/// [`StoreError::Database`] when the URL is malformed or the server cannot be reached.
+pub async fn connect(database_url: &str, max_connections: u32) -> Result<PgPool, StoreError> {
+    let options: PgConnectOptions = database_url.parse()?;
+    let options = options
+        .application_name("oncebox")
+        .options([
+            ("statement_timeout", "30s"),
+            ("idle_in_transaction_session_timeout", "60s"),
+        ]);
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await?;
+    Ok(pool)
+}

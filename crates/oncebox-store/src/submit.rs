@@ -1,0 +1,152 @@
+//! The transactional submit (DESIGN §5 Submit): validate → redact → hash → insert journal row and
+//! outbox row in the caller's transaction → on a key that exists, replay or conflict.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use oncebox_core::config::Config;
+use oncebox_core::intent::InvalidIntent;
+use oncebox_core::redact::{self, RedactRule};
+use oncebox_core::{NewIntent, request_hash};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{Postgres, Transaction};
+
+use crate::error::{StoreError, SubmitError};
+use crate::intent::{Intent, intent_by_key};
+
+/// What a submit returns: the intent that owns the key, and whether this call created it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The journal row (new, or the existing one on replay).
+    pub intent: Intent,
+    /// True when this call inserted it; false on a replay of the same request.
+    pub created: bool,
+}
+
+/// Accepts intents for the configured actions.
+///
+/// Cheap to share: build one at start-up and call [`Intake::submit`] from every request.
+#[derive(Debug, Clone)]
+pub struct Intake {
+    actions: BTreeMap<String, Vec<RedactRule>>,
+    notify: bool,
+}
+
+impl Intake {
+    /// An intake for the actions of `config`, with their redaction rules.
+    pub fn new(config: &Config) -> Self {
+        Self::from_actions(
+            config
+                .actions
+                .iter()
+                .map(|(name, a)| (name.clone(), a.redact.clone())),
+        )
+    }
+
+    /// An intake for the given actions and redaction rules.
+    pub fn from_actions(actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>) -> Self {
+        Intake {
+            actions: actions.into_iter().collect(),
+            notify: true,
+        }
+    }
+
+    /// Whether submits NOTIFY idle workers (default true). Without it workers find new rows by
+    /// polling only; benchmarks use this to measure what NOTIFY costs.
+    pub fn with_notify(mut self, notify: bool) -> Self {
+        self.notify = notify;
+        self
+    }
+
+    /// Records `intent` in the journal and the outbox inside the caller's transaction `tx`.
+    ///
+    /// Nothing is visible to workers until the caller commits, and nothing remains if it rolls
+    /// back. The same key with the same request returns the existing intent (`created = false`);
+    /// the same key with another request is a [`SubmitError::KeyConflict`] and writes nothing.
+    /// Concurrent submits of one key wait for each other on the journal's unique index, so
+    /// exactly one creates the intent.
+    ///
+    /// The request hash is computed over the arguments *after* redaction: a dropped field is not
+    /// part of the intent's identity; a hashed field is, by its hash. When redaction changed the
+    /// arguments, the original ones are kept on the outbox row (deleted when the work is done)
+    /// so that the destination still receives them; the journal keeps only the redacted form.
+    ///
+    /// # Errors
+    /// - [`SubmitError::Invalid`] naming the field (bad key, non-object arguments, unknown action…);
+    /// - [`SubmitError::KeyConflict`] with both hashes;
+    /// - [`SubmitError::Store`] when the database fails: roll back, and retry if you wish. Under
+    ///   `REPEATABLE READ` or `SERIALIZABLE` a concurrent submit of the same key surfaces here as a
+    ///   serialization failure.
+    #[tracing::instrument(
+        skip_all,
+        fields(tenant = %intent.tenant_id, key = %intent.idempotency_key, action = %intent.action, intent_id),
+        err
+    )]
+    pub async fn submit(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        intent: NewIntent,
+    ) -> Result<Submitted, SubmitError> {
+        intent.validate()?;
+        let rules = self.actions.get(&intent.action).ok_or_else(|| {
+            let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
+            InvalidIntent::new(
+                "action",
+                format!(
+                    "no action named {:?} is configured (configured: {})",
+                    intent.action,
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                ),
+            )
+        })?;
+        let mut payload = intent.arguments.clone();
+        let redacted = redact::apply(&mut payload, rules);
+        let hash = request_hash(&intent.action, &payload);
+        let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
+        let deadline: Option<DateTime<Utc>> = intent.deadline.map(DateTime::<Utc>::from);
+
+        let inserted: Option<Intent> = sqlx::query_as(include_str!("../queries/submit.sql"))
+            .bind(&intent.tenant_id)
+            .bind(&intent.idempotency_key)
+            .bind(&intent.action)
+            .bind(&hash)
+            .bind(Json(&payload))
+            .bind(&intent.business_ref)
+            .bind(&intent.run_id)
+            .bind(&intent.step)
+            .bind(deadline)
+            .bind(delivery_arguments)
+            .bind(self.notify)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(row) = inserted {
+            tracing::Span::current().record("intent_id", row.id);
+            return Ok(Submitted {
+                intent: row,
+                created: true,
+            });
+        }
+
+        let existing = intent_by_key(tx, &intent.tenant_id, &intent.idempotency_key)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Database(sqlx::Error::Protocol(
+                    "the key's row conflicted on insert but is not visible to this transaction".into(),
+                ))
+            })?;
+        tracing::Span::current().record("intent_id", existing.id);
+        if existing.request_hash != hash {
+            return Err(SubmitError::KeyConflict {
+                idempotency_key: intent.idempotency_key,
+                existing_id: existing.id,
+                existing_hash: existing.request_hash,
+                submitted_hash: hash,
+            });
+        }
+        Ok(Submitted {
+            intent: existing,
+            created: false,
+        })
+    }
+}
