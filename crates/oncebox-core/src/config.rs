@@ -121,7 +121,10 @@ impl Config {
             if !self.destinations.contains_key(&action.destination) {
                 return err(
                     format!("actions.{name}.destination"),
-                    format!("no destination named {:?} in [destinations]", action.destination),
+                    format!(
+                        "no destination named {:?} in [destinations]",
+                        action.destination
+                    ),
                 );
             }
             for (i, rule) in action.redact.iter().enumerate() {
@@ -133,7 +136,10 @@ impl Config {
         for (name, dest) in &self.destinations {
             match (dest.kind, &dest.url) {
                 (DestinationKind::Http, None) => {
-                    return err(format!("destinations.{name}.url"), "required for kind = \"http\"".into());
+                    return err(
+                        format!("destinations.{name}.url"),
+                        "required for kind = \"http\"".into(),
+                    );
                 }
                 (DestinationKind::Http, Some(url))
                     if !(url.starts_with("http://") || url.starts_with("https://")) =>
@@ -183,8 +189,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let e = Config::from_toml(&GOOD.replace("destination = \"billing\"", "destination = \"nope\""))
-            .expect_err("dangling");
+        let e =
+            Config::from_toml(&GOOD.replace("destination = \"billing\"", "destination = \"nope\""))
+                .expect_err("dangling");
         assert_eq!(e.field, "actions.create_invoice.destination");
 
         let e = Config::from_toml(&GOOD.replace("/card/number", "card")).expect_err("pointer");
@@ -193,11 +200,29 @@ mod tests {
         let e = Config::from_toml(&GOOD.replace("http://127", "ftp://127")).expect_err("url");
         assert_eq!(e.field, "destinations.billing.url");
 
-        let e = Config::from_toml(&GOOD.replace("idempotency = \"key\"", "idempotency = \"key\"\ncolour = 1"))
-            .expect_err("unknown field");
+        let e = Config::from_toml(
+            &GOOD.replace("idempotency = \"key\"", "idempotency = \"key\"\ncolour = 1"),
+        )
+        .expect_err("unknown field");
         assert!(e.reason.contains("colour"), "{e}");
 
-        let e = Config::from_toml(&GOOD.replace("\"key\"", "\"sometimes\"")).expect_err("bad value");
-        assert!(e.reason.contains("sometimes") && e.reason.contains("key"), "{e}");
+        let e =
+            Config::from_toml(&GOOD.replace("\"key\"", "\"sometimes\"")).expect_err("bad value");
+        assert!(
+            e.reason.contains("sometimes") && e.reason.contains("key"),
+            "{e}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod example {
+    /// The example shipped in deploy/ must stay valid.
+    #[test]
+    fn deploy_example_parses() {
+        let text = include_str!("../../../deploy/oncebox.example.toml");
+        let c = super::Config::from_toml(text).expect("deploy/oncebox.example.toml is valid");
+        assert_eq!(c.actions.len(), 2);
+        assert_eq!(c.destinations.len(), 2);
     }
 }

@@ -19,7 +19,8 @@ pub const MAX_SAFE_INTEGER: u64 = 1 << 53;
 /// The RFC 8785 canonical form of `value`.
 pub fn canonical_json(value: &Value) -> String {
     // A `Value` always has string keys and finite numbers, the only inputs JCS refuses.
-    serde_json_canonicalizer::to_string(value).expect("a serde_json::Value is always canonicalizable")
+    serde_json_canonicalizer::to_string(value)
+        .expect("a serde_json::Value is always canonicalizable")
 }
 
 /// Lowercase hex SHA-256 of the JCS form of `{"action": action, "arguments": arguments}`.
@@ -34,9 +35,9 @@ pub fn find_unsafe_integer(value: &Value) -> Option<String> {
     fn walk(value: &Value, path: &mut String) -> bool {
         match value {
             Value::Number(n) => {
-                let too_big = n.as_u64().is_some_and(|u| u > MAX_SAFE_INTEGER)
-                    || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_SAFE_INTEGER);
-                too_big
+                n.as_u64().is_some_and(|u| u > MAX_SAFE_INTEGER)
+                    || n.as_i64()
+                        .is_some_and(|i| i.unsigned_abs() > MAX_SAFE_INTEGER)
             }
             Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
                 let len = path.len();
@@ -142,15 +143,25 @@ mod tests {
     #[test]
     fn integers_beyond_2_pow_53_are_rounded_and_detected() {
         assert_eq!(
-            request_hash("a", &serde_json::from_str("{\"n\":9007199254740993}").expect("json")),
-            request_hash("a", &serde_json::from_str("{\"n\":9007199254740992}").expect("json")),
+            request_hash(
+                "a",
+                &serde_json::from_str("{\"n\":9007199254740993}").expect("json")
+            ),
+            request_hash(
+                "a",
+                &serde_json::from_str("{\"n\":9007199254740992}").expect("json")
+            ),
             "JCS compares numbers as doubles: this is why large ids must be strings"
         );
-        let v: Value =
-            serde_json::from_str(r#"{"ok": 9007199254740992, "x": [1, {"a/b": -9007199254740993}]}"#)
-                .expect("json");
+        let v: Value = serde_json::from_str(
+            r#"{"ok": 9007199254740992, "x": [1, {"a/b": -9007199254740993}]}"#,
+        )
+        .expect("json");
         assert_eq!(find_unsafe_integer(&v).as_deref(), Some("/x/1/a~1b"));
-        assert_eq!(find_unsafe_integer(&json!({"id": "9007199254740993", "n": 1.5e300})), None);
+        assert_eq!(
+            find_unsafe_integer(&json!({"id": "9007199254740993", "n": 1.5e300})),
+            None
+        );
         assert_eq!(find_unsafe_integer(&json!(u64::MAX)).as_deref(), Some(""));
     }
 

@@ -106,7 +106,9 @@ impl NewIntent {
         if size > MAX_ARGUMENTS_BYTES {
             return Err(InvalidIntent::new(
                 "arguments",
-                format!("{size} bytes as canonical JSON; at most {MAX_ARGUMENTS_BYTES} are accepted"),
+                format!(
+                    "{size} bytes as canonical JSON; at most {MAX_ARGUMENTS_BYTES} are accepted"
+                ),
             ));
         }
         for (field, value) in [
@@ -114,13 +116,13 @@ impl NewIntent {
             ("run_id", &self.run_id),
             ("step", &self.step),
         ] {
-            if let Some(v) = value {
-                if v.is_empty() || v.len() > MAX_LABEL_LEN || v.chars().any(char::is_control) {
-                    return Err(InvalidIntent::new(
-                        field,
-                        format!("must be 1–{MAX_LABEL_LEN} bytes without control characters"),
-                    ));
-                }
+            if let Some(v) = value
+                && (v.is_empty() || v.len() > MAX_LABEL_LEN || v.chars().any(char::is_control))
+            {
+                return Err(InvalidIntent::new(
+                    field,
+                    format!("must be 1–{MAX_LABEL_LEN} bytes without control characters"),
+                ));
             }
         }
         Ok(())
@@ -144,7 +146,12 @@ mod tests {
     use serde_json::json;
 
     fn ok() -> NewIntent {
-        NewIntent::new("tenant-42", "order-8172", "create_invoice", json!({"amount": "12.00"}))
+        NewIntent::new(
+            "tenant-42",
+            "order-8172",
+            "create_invoice",
+            json!({"amount": "12.00"}),
+        )
     }
 
     fn field_of(i: NewIntent) -> String {
@@ -158,23 +165,83 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        assert_eq!(field_of(NewIntent { tenant_id: "".into(), ..ok() }), "tenant_id");
-        assert_eq!(field_of(NewIntent { idempotency_key: "a b".into(), ..ok() }), "idempotency_key");
-        assert_eq!(field_of(NewIntent { idempotency_key: "k".repeat(256), ..ok() }), "idempotency_key");
-        assert_eq!(field_of(NewIntent { action: "".into(), ..ok() }), "action");
-        assert_eq!(field_of(NewIntent { arguments: json!([1]), ..ok() }), "arguments");
-        assert_eq!(field_of(NewIntent { arguments: json!("x"), ..ok() }), "arguments");
         assert_eq!(
-            field_of(NewIntent { arguments: json!({"n": {"id": 9007199254740993u64}}), ..ok() }),
+            field_of(NewIntent {
+                tenant_id: "".into(),
+                ..ok()
+            }),
+            "tenant_id"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                idempotency_key: "a b".into(),
+                ..ok()
+            }),
+            "idempotency_key"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                idempotency_key: "k".repeat(256),
+                ..ok()
+            }),
+            "idempotency_key"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                action: "".into(),
+                ..ok()
+            }),
+            "action"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                arguments: json!([1]),
+                ..ok()
+            }),
+            "arguments"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                arguments: json!("x"),
+                ..ok()
+            }),
+            "arguments"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                arguments: json!({"n": {"id": 9007199254740993u64}}),
+                ..ok()
+            }),
             "arguments/n/id"
         );
         assert_eq!(
-            field_of(NewIntent { arguments: json!({"blob": "x".repeat(MAX_ARGUMENTS_BYTES)}), ..ok() }),
+            field_of(NewIntent {
+                arguments: json!({"blob": "x".repeat(MAX_ARGUMENTS_BYTES)}),
+                ..ok()
+            }),
             "arguments"
         );
-        assert_eq!(field_of(NewIntent { run_id: Some("".into()), ..ok() }), "run_id");
-        assert_eq!(field_of(NewIntent { step: Some("a\nb".into()), ..ok() }), "step");
-        let msg = NewIntent { arguments: json!(null), ..ok() }.validate().expect_err("refused").to_string();
+        assert_eq!(
+            field_of(NewIntent {
+                run_id: Some("".into()),
+                ..ok()
+            }),
+            "run_id"
+        );
+        assert_eq!(
+            field_of(NewIntent {
+                step: Some("a\nb".into()),
+                ..ok()
+            }),
+            "step"
+        );
+        let msg = NewIntent {
+            arguments: json!(null),
+            ..ok()
+        }
+        .validate()
+        .expect_err("refused")
+        .to_string();
         assert_eq!(msg, "arguments: must be a JSON object, not null");
     }
 }

@@ -51,10 +51,7 @@ pub fn validate_token(value: &str, max: usize) -> Result<(), KeyError> {
     if value.is_empty() {
         return Err(KeyError::Empty);
     }
-    if let Some((position, found)) = value
-        .char_indices()
-        .find(|(_, c)| !(c.is_ascii_graphic()))
-    {
+    if let Some((position, found)) = value.char_indices().find(|(_, c)| !(c.is_ascii_graphic())) {
         return Err(KeyError::BadCharacter { found, position });
     }
     if value.len() > max {
@@ -154,6 +151,9 @@ mod tests {
             a,
             "e587bf96c7c0d4cd92648bc4a8569fdea59ebc802b3494e27113a7fd09edbe43"
         );
-        assert_ne!(a, step_key("s1", 4, "create_invoice", &json!({"a": [1, 2], "b": 1})));
+        assert_ne!(
+            a,
+            step_key("s1", 4, "create_invoice", &json!({"a": [1, 2], "b": 1}))
+        );
     }
 }

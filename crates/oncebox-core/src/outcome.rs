@@ -196,18 +196,33 @@ mod tests {
         let classes: Vec<_> = outcomes.iter().map(|o| o.class().as_str()).collect();
         assert_eq!(
             classes,
-            ["succeeded", "retry_before_execution", "permanent", "unknown"]
+            [
+                "succeeded",
+                "retry_before_execution",
+                "permanent",
+                "unknown"
+            ]
         );
         for o in &outcomes {
-            assert!(Status::InFlight.transition(o.next_status()).is_ok(), "{o:?}");
+            assert!(
+                Status::InFlight.transition(o.next_status()).is_ok(),
+                "{o:?}"
+            );
             assert_eq!(o.error().is_none(), o.class() == OutcomeClass::Succeeded);
         }
     }
 
     #[test]
     fn error_codes_serialise_as_their_names() {
-        for code in [ErrorCode::ConnectRefused, ErrorCode::StreamIncomplete, ErrorCode::WorkerLost] {
-            assert_eq!(serde_json::to_value(code).expect("serialise"), code.as_str());
+        for code in [
+            ErrorCode::ConnectRefused,
+            ErrorCode::StreamIncomplete,
+            ErrorCode::WorkerLost,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).expect("serialise"),
+                code.as_str()
+            );
         }
     }
 }

@@ -32,7 +32,9 @@ pub struct RedactRule {
 
 /// A pointer that is not RFC 6901.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{pointer:?} is not a JSON pointer: it must be empty or start with '/', and '~' must be followed by 0 or 1")]
+#[error(
+    "{pointer:?} is not a JSON pointer: it must be empty or start with '/', and '~' must be followed by 0 or 1"
+)]
 pub struct BadPointer {
     /// The offending pointer.
     pub pointer: String,
@@ -107,7 +109,8 @@ pub fn apply(arguments: &mut Value, rules: &[RedactRule]) -> bool {
 }
 
 fn index(token: &str, len: usize) -> Option<usize> {
-    let valid = token == "0" || (!token.starts_with('0') && token.bytes().all(|b| b.is_ascii_digit()));
+    let valid =
+        token == "0" || (!token.starts_with('0') && token.bytes().all(|b| b.is_ascii_digit()));
     token.parse::<usize>().ok().filter(|i| valid && *i < len)
 }
 
@@ -163,7 +166,11 @@ mod tests {
         let mut args = json!({"a": 1, "list": [1]});
         assert!(!apply(
             &mut args,
-            &[rule("/b", RedactMode::Drop), rule("/list/01", RedactMode::Hash), rule("/list/5", RedactMode::Drop)]
+            &[
+                rule("/b", RedactMode::Drop),
+                rule("/list/01", RedactMode::Hash),
+                rule("/list/5", RedactMode::Drop)
+            ]
         ));
         assert_eq!(args, json!({"a": 1, "list": [1]}));
     }

@@ -130,7 +130,9 @@ impl RetryPolicy {
     /// The backoff cap before retry number `retry` (1 for the first retry):
     /// `min(max_delay, initial_delay × 2^(retry-1))`.
     pub fn backoff_cap(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(retry.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.initial_delay
             .checked_mul(factor)
             .map_or(self.max_delay, |d| d.min(self.max_delay))
@@ -139,7 +141,11 @@ impl RetryPolicy {
     /// Full jitter: a delay drawn uniformly from `[0, backoff_cap(retry)]`.
     pub fn backoff(&self, retry: u32, jitter: &mut impl Jitter) -> Duration {
         let f = jitter.fraction();
-        let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 0.0 };
+        let f = if f.is_finite() {
+            f.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         self.backoff_cap(retry).mul_f64(f)
     }
 
@@ -202,7 +208,11 @@ mod tests {
         assert_eq!(p.backoff(3, &mut || 0.0), Duration::ZERO);
         assert_eq!(p.backoff(3, &mut || 0.5), Duration::from_millis(200));
         assert_eq!(p.backoff(3, &mut || 1.0), Duration::from_millis(400));
-        assert_eq!(p.backoff(3, &mut || 7.0), Duration::from_millis(400), "clamped");
+        assert_eq!(
+            p.backoff(3, &mut || 7.0),
+            Duration::from_millis(400),
+            "clamped"
+        );
         assert_eq!(p.backoff(3, &mut || f64::NAN), Duration::ZERO);
         let mut seq = [0.25, 0.75].into_iter().cycle();
         let mut j = move || seq.next().unwrap_or(0.0);
@@ -297,6 +307,9 @@ mod tests {
         assert_eq!(p.validate(), Err(InvalidPolicy::NoAttempts));
         let mut p = policy();
         p.initial_delay = Duration::from_secs(5);
-        assert!(matches!(p.validate(), Err(InvalidPolicy::InitialAboveMax { .. })));
+        assert!(matches!(
+            p.validate(),
+            Err(InvalidPolicy::InitialAboveMax { .. })
+        ));
     }
 }

@@ -7,7 +7,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Where an intent stands. Terminal statuses never change again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Accepted and waiting for a worker.
@@ -118,7 +120,9 @@ impl fmt::Display for Status {
 
 /// A status name that is not one of [`Status::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown status {0:?}; expected one of pending, in_flight, unknown, reconciling, needs_review, succeeded, failed, cancelled, expired")]
+#[error(
+    "unknown status {0:?}; expected one of pending, in_flight, unknown, reconciling, needs_review, succeeded, failed, cancelled, expired"
+)]
 pub struct UnknownStatus(pub String);
 
 impl FromStr for Status {
@@ -184,7 +188,10 @@ mod tests {
 
     #[test]
     fn terminal_statuses_are_exactly_the_four() {
-        let terminal: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_terminal()).collect();
+        let terminal: Vec<_> = Status::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .collect();
         assert_eq!(terminal, [Succeeded, Failed, Cancelled, Expired]);
     }
 

@@ -4,27 +4,27 @@
 -- `lease_taken_over` marks rows taken from another worker; with dispatched_at set, that
 -- worker's attempt has an unknown outcome.
 WITH ready AS (
-    SELECT id FROM oncebox.outbox
+    SELECT intent_id FROM oncebox.outbox
     WHERE phase = $1 AND lease_owner IS NULL AND available_at <= now()
     ORDER BY available_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT id FROM oncebox.outbox
+    SELECT intent_id FROM oncebox.outbox
     WHERE lease_owner IS NOT NULL AND lease_expires_at < now() AND phase = $1
     ORDER BY lease_expires_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT id FROM expired
+    SELECT intent_id FROM expired
     UNION ALL
-    SELECT id FROM ready
+    SELECT intent_id FROM ready
     LIMIT $3
 )
 UPDATE oncebox.outbox o
 SET lease_owner = $2,
     lease_expires_at = now() + make_interval(secs => $4),
     epoch = o.epoch + 1
-WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING o.id, o.intent_id, o.phase, o.epoch, o.attempt, o.dispatched_at, o.arguments,
-          o.lease_expires_at, o.id IN (SELECT id FROM expired) AS lease_taken_over
+WHERE o.phase = $1 AND o.intent_id = ANY (ARRAY(SELECT intent_id FROM picked))
+RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.dispatched_at, o.arguments,
+          o.lease_expires_at, o.intent_id IN (SELECT intent_id FROM expired) AS lease_taken_over

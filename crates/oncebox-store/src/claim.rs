@@ -32,9 +32,7 @@ impl Phase {
 /// An outbox row leased to the caller.
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct ClaimedRow {
-    /// Outbox row id.
-    pub id: i64,
-    /// The intent it works on.
+    /// The intent it works on; with the phase, the row's identity.
     pub intent_id: i64,
     /// Its phase name.
     pub phase: String,

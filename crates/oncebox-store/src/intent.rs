@@ -52,10 +52,12 @@ pub struct Intent {
 impl<'r> FromRow<'r, PgRow> for Intent {
     fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
         let status: String = row.try_get("status")?;
-        let status = status.parse::<Status>().map_err(|e| sqlx::Error::ColumnDecode {
-            index: "status".into(),
-            source: Box::new(e),
-        })?;
+        let status = status
+            .parse::<Status>()
+            .map_err(|e| sqlx::Error::ColumnDecode {
+                index: "status".into(),
+                source: Box::new(e),
+            })?;
         Ok(Intent {
             id: row.try_get("id")?,
             tenant_id: row.try_get("tenant_id")?,
@@ -66,8 +68,12 @@ impl<'r> FromRow<'r, PgRow> for Intent {
             status,
             attempt_count: row.try_get("attempt_count")?,
             external_reference: row.try_get("external_reference")?,
-            response: row.try_get::<Option<Json<Value>>, _>("response")?.map(|j| j.0),
-            last_error: row.try_get::<Option<Json<Value>>, _>("last_error")?.map(|j| j.0),
+            response: row
+                .try_get::<Option<Json<Value>>, _>("response")?
+                .map(|j| j.0),
+            last_error: row
+                .try_get::<Option<Json<Value>>, _>("last_error")?
+                .map(|j| j.0),
             run_id: row.try_get("run_id")?,
             business_ref: row.try_get("business_ref")?,
             step: row.try_get("step")?,

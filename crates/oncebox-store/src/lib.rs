@@ -9,6 +9,7 @@ mod claim;
 mod error;
 mod intent;
 mod submit;
+mod wake;
 
 use std::time::Duration;
 
@@ -19,6 +20,12 @@ pub use claim::{ClaimedRow, Phase, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
 pub use submit::{Intake, Submitted};
+pub use wake::{deregister_waiting, register_waiting};
+
+/// The README's Rust examples, compiled as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 /// The NOTIFY channel that wakes idle workers when outbox rows appear.
 pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
@@ -38,23 +45,28 @@ pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Opens a pool to `database_url` with server-side guards: statements may run at most
-/// `statement_timeout`, and a transaction left idle is ended by the server after
-/// `idle_in_transaction_session_timeout`, so a stuck client cannot hold outbox locks.
+/// Opens a pool to `database_url` with server-side guards: statements may run at most 30 s
+/// (`statement_timeout`), and a transaction left idle for 60 s is ended by the server
+/// (`idle_in_transaction_session_timeout`), so a stuck client cannot hold outbox locks.
+///
+/// A server that refuses connections (restarting) is retried with backoff for up to
+/// `acquire_timeout`; a wrong password or database fails at once.
 ///
 /// # Errors
-/// [`StoreError::Database`] when the URL is malformed or the server cannot be reached.
-pub async fn connect(database_url: &str, max_connections: u32) -> Result<PgPool, StoreError> {
+/// [`StoreError::Database`] when the URL is malformed or the server cannot be reached in time.
+pub async fn connect(
+    database_url: &str,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, StoreError> {
     let options: PgConnectOptions = database_url.parse()?;
-    let options = options
-        .application_name("oncebox")
-        .options([
-            ("statement_timeout", "30s"),
-            ("idle_in_transaction_session_timeout", "60s"),
-        ]);
+    let options = options.application_name("oncebox").options([
+        ("statement_timeout", "30s"),
+        ("idle_in_transaction_session_timeout", "60s"),
+    ]);
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(acquire_timeout)
         .connect_with(options)
         .await?;
     Ok(pool)

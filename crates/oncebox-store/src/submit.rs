@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use chrono::DurationRound;
 use chrono::{DateTime, Utc};
 use oncebox_core::config::Config;
 use oncebox_core::intent::InvalidIntent;
 use oncebox_core::redact::{self, RedactRule};
-use oncebox_core::{NewIntent, request_hash};
+use oncebox_core::{NewIntent, Status, request_hash};
 use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{Postgres, Transaction};
@@ -22,6 +23,13 @@ pub struct Submitted {
     pub intent: Intent,
     /// True when this call inserted it; false on a replay of the same request.
     pub created: bool,
+}
+
+/// The columns submit.sql returns for a new row; the rest the caller already has.
+#[derive(sqlx::FromRow)]
+struct Inserted {
+    id: i64,
+    created_at: DateTime<Utc>,
 }
 
 /// Accepts intents for the configured actions.
@@ -52,8 +60,10 @@ impl Intake {
         }
     }
 
-    /// Whether submits NOTIFY idle workers (default true). Without it workers find new rows by
-    /// polling only; benchmarks use this to measure what NOTIFY costs.
+    /// Whether submits may NOTIFY waiting workers (default true). They do so only while a worker
+    /// is registered as waiting ([`crate::register_waiting`]): NOTIFY serialises notifying
+    /// commits cluster-wide, and a busy pool polls anyway. Without it workers find new rows by
+    /// polling only.
     pub fn with_notify(mut self, notify: bool) -> Self {
         self.notify = notify;
         self
@@ -81,7 +91,7 @@ impl Intake {
     #[tracing::instrument(
         skip_all,
         fields(tenant = %intent.tenant_id, key = %intent.idempotency_key, action = %intent.action, intent_id),
-        err
+        err(level = "info")
     )]
     pub async fn submit(
         &self,
@@ -96,7 +106,11 @@ impl Intake {
                 format!(
                     "no action named {:?} is configured (configured: {})",
                     intent.action,
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             )
         })?;
@@ -104,9 +118,13 @@ impl Intake {
         let redacted = redact::apply(&mut payload, rules);
         let hash = request_hash(&intent.action, &payload);
         let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
-        let deadline: Option<DateTime<Utc>> = intent.deadline.map(DateTime::<Utc>::from);
+        // Postgres keeps microseconds: truncate here so the stored deadline is the one returned.
+        let deadline: Option<DateTime<Utc>> = intent
+            .deadline
+            .map(DateTime::<Utc>::from)
+            .and_then(|d| d.duration_trunc(chrono::TimeDelta::microseconds(1)).ok());
 
-        let inserted: Option<Intent> = sqlx::query_as(include_str!("../queries/submit.sql"))
+        let inserted: Option<Inserted> = sqlx::query_as(include_str!("../queries/submit.sql"))
             .bind(&intent.tenant_id)
             .bind(&intent.idempotency_key)
             .bind(&intent.action)
@@ -122,8 +140,28 @@ impl Intake {
             .await?;
         if let Some(row) = inserted {
             tracing::Span::current().record("intent_id", row.id);
+            let intent = Intent {
+                id: row.id,
+                tenant_id: intent.tenant_id,
+                idempotency_key: intent.idempotency_key,
+                action: intent.action,
+                request_hash: hash,
+                payload,
+                status: Status::Pending,
+                attempt_count: 0,
+                external_reference: None,
+                response: None,
+                last_error: None,
+                run_id: intent.run_id,
+                business_ref: intent.business_ref,
+                step: intent.step,
+                deadline,
+                created_at: row.created_at,
+                updated_at: row.created_at,
+                completed_at: None,
+            };
             return Ok(Submitted {
-                intent: row,
+                intent,
                 created: true,
             });
         }
@@ -132,7 +170,8 @@ impl Intake {
             .await?
             .ok_or_else(|| {
                 StoreError::Database(sqlx::Error::Protocol(
-                    "the key's row conflicted on insert but is not visible to this transaction".into(),
+                    "the key's row conflicted on insert but is not visible to this transaction"
+                        .into(),
                 ))
             })?;
         tracing::Span::current().record("intent_id", existing.id);

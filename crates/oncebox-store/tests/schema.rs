@@ -10,7 +10,11 @@ use sqlx::PgPool;
 #[sqlx::test(migrations = "../../migrations")]
 async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
     for status in Status::ALL {
-        let completed = if status.is_terminal() { "now()" } else { "NULL" };
+        let completed = if status.is_terminal() {
+            "now()"
+        } else {
+            "NULL"
+        };
         let sql = format!(
             "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload, status, completed_at)
              VALUES ('t', $1, 'a', repeat('0', 64), '{{}}', $2, {completed})"
@@ -30,6 +34,17 @@ async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
     .await
     .expect_err("unknown status");
     assert!(bogus.to_string().contains("intents_status"), "{bogus}");
+    let long_key = sqlx::query(
+        "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
+         VALUES ('t', repeat('k', 256), 'a', repeat('0', 64), '{}')",
+    )
+    .execute(&pool)
+    .await
+    .expect_err("key over 255");
+    assert!(
+        long_key.to_string().contains("intents_key_length"),
+        "{long_key}"
+    );
     let inconsistent = sqlx::query(
         "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload, status)
          VALUES ('t', 'y', 'a', repeat('0', 64), '{}', 'succeeded')",
@@ -37,13 +52,19 @@ async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
     .execute(&pool)
     .await
     .expect_err("terminal without completed_at");
-    assert!(inconsistent.to_string().contains("intents_completed_iff_terminal"));
+    assert!(
+        inconsistent
+            .to_string()
+            .contains("intents_completed_iff_terminal")
+    );
 }
 
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_once_and_rerun_cleanly(pool: PgPool) {
     oncebox_store::migrate(&pool).await.expect("first run");
-    oncebox_store::migrate(&pool).await.expect("second run is a no-op");
+    oncebox_store::migrate(&pool)
+        .await
+        .expect("second run is a no-op");
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
         .fetch_one(&pool)
         .await
@@ -56,7 +77,10 @@ async fn fill(pool: &PgPool, n: usize) {
     let mut tx = pool.begin().await.expect("begin");
     for i in 0..n {
         intake
-            .submit(&mut tx, NewIntent::new("t", format!("k{i}"), "a", json!({"i": i})))
+            .submit(
+                &mut tx,
+                NewIntent::new("t", format!("k{i}"), "a", json!({"i": i})),
+            )
             .await
             .expect("submit");
     }
@@ -69,12 +93,15 @@ async fn claim_is_an_index_scan(pool: PgPool) {
     // A realistic hot table: most rows leased, some expired, a few done.
     sqlx::query(
         "UPDATE oncebox.outbox SET lease_owner = 'w', lease_expires_at = now() + interval '1 minute'
-         WHERE id % 4 = 0",
+         WHERE intent_id % 4 = 0",
     )
     .execute(&pool)
     .await
     .expect("lease some");
-    sqlx::query("ANALYZE oncebox.outbox").execute(&pool).await.expect("analyze");
+    sqlx::query("ANALYZE oncebox.outbox")
+        .execute(&pool)
+        .await
+        .expect("analyze");
     let sql = format!("EXPLAIN {}", include_str!("../queries/claim.sql"));
     let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .bind("deliver")
@@ -86,9 +113,36 @@ async fn claim_is_an_index_scan(pool: PgPool) {
         .expect("explain");
     let plan = plan.join("\n");
     println!("{plan}");
-    assert!(!plan.contains("Seq Scan"), "claim must not scan the table:\n{plan}");
-    assert!(plan.contains("outbox_ready"), "ready rows come from the partial index:\n{plan}");
-    assert!(plan.contains("outbox_leased"), "expired leases come from their index:\n{plan}");
+    assert!(
+        !plan.contains("Seq Scan"),
+        "claim must not scan the table:\n{plan}"
+    );
+    assert!(
+        plan.contains("outbox_ready"),
+        "ready rows come from the partial index:\n{plan}"
+    );
+    assert!(
+        plan.contains("outbox_leased"),
+        "expired leases come from their index:\n{plan}"
+    );
+    assert!(
+        plan.contains("outbox_pkey"),
+        "the update finds its rows by primary key:\n{plan}"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn one_outbox_row_per_intent_and_phase(pool: PgPool) {
+    fill(&pool, 1).await;
+    let dup = sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase) SELECT intent_id, 'deliver' FROM oncebox.outbox")
+        .execute(&pool)
+        .await
+        .expect_err("a second delivery row for one intent");
+    assert!(dup.to_string().contains("outbox_pkey"), "{dup}");
+    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase) SELECT intent_id, 'notify' FROM oncebox.outbox")
+        .execute(&pool)
+        .await
+        .expect("a dead-letter notification may queue beside it");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -96,29 +150,50 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
     fill(&pool, 50).await;
     let mut c1 = pool.acquire().await.expect("conn");
     let mut c2 = pool.acquire().await.expect("conn");
-    let a = claim(&mut c1, Phase::Deliver, "w1", 30, Duration::from_secs(30)).await.expect("claim a");
-    let b = claim(&mut c2, Phase::Deliver, "w2", 30, Duration::from_secs(30)).await.expect("claim b");
+    let a = claim(&mut c1, Phase::Deliver, "w1", 30, Duration::from_secs(30))
+        .await
+        .expect("claim a");
+    let b = claim(&mut c2, Phase::Deliver, "w2", 30, Duration::from_secs(30))
+        .await
+        .expect("claim b");
     assert_eq!(a.len(), 30);
     assert_eq!(b.len(), 20);
-    let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.id).collect();
+    let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.intent_id).collect();
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 50, "no row leased twice");
-    assert!(a.iter().chain(&b).all(|r| r.epoch == 1 && !r.lease_taken_over));
-    assert!(claim(&mut c1, Phase::Deliver, "w3", 10, Duration::from_secs(30)).await.expect("empty").is_empty());
-    assert!(claim(&mut c1, Phase::Reconcile, "w3", 10, Duration::from_secs(30)).await.expect("other phase").is_empty());
+    assert!(
+        a.iter()
+            .chain(&b)
+            .all(|r| r.epoch == 1 && !r.lease_taken_over)
+    );
+    assert!(
+        claim(&mut c1, Phase::Deliver, "w3", 10, Duration::from_secs(30))
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+    assert!(
+        claim(&mut c1, Phase::Reconcile, "w3", 10, Duration::from_secs(30))
+            .await
+            .expect("other phase")
+            .is_empty()
+    );
 
     // Expire w1's leases: a new claim takes them over with a higher epoch, flagged.
     sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second' WHERE lease_owner = 'w1'")
         .execute(&pool)
         .await
         .expect("expire");
-    let c = claim(&mut c2, Phase::Deliver, "w3", 100, Duration::from_secs(30)).await.expect("take over");
+    let c = claim(&mut c2, Phase::Deliver, "w3", 100, Duration::from_secs(30))
+        .await
+        .expect("take over");
     assert_eq!(c.len(), 30);
     assert!(c.iter().all(|r| r.epoch == 2 && r.lease_taken_over));
-    let owners: Vec<String> = sqlx::query_scalar("SELECT DISTINCT lease_owner FROM oncebox.outbox ORDER BY 1")
-        .fetch_all(&pool)
-        .await
-        .expect("owners");
+    let owners: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT lease_owner FROM oncebox.outbox ORDER BY 1")
+            .fetch_all(&pool)
+            .await
+            .expect("owners");
     assert_eq!(owners, ["w2", "w3"]);
 }

@@ -16,15 +16,26 @@ fn intake() -> Intake {
         (
             "charge_card".to_owned(),
             vec![
-                RedactRule { pointer: "/card/number".into(), mode: RedactMode::Hash },
-                RedactRule { pointer: "/card/cvc".into(), mode: RedactMode::Drop },
+                RedactRule {
+                    pointer: "/card/number".into(),
+                    mode: RedactMode::Hash,
+                },
+                RedactRule {
+                    pointer: "/card/cvc".into(),
+                    mode: RedactMode::Drop,
+                },
             ],
         ),
     ])
 }
 
 fn invoice(key: &str) -> NewIntent {
-    NewIntent::new("tenant-a", key, "create_invoice", json!({"order_id": "order-8172", "amount": "125.00"}))
+    NewIntent::new(
+        "tenant-a",
+        key,
+        "create_invoice",
+        json!({"order_id": "order-8172", "amount": "125.00"}),
+    )
 }
 
 async fn counts(pool: &PgPool) -> (i64, i64) {
@@ -37,7 +48,10 @@ async fn counts(pool: &PgPool) -> (i64, i64) {
     (row.get("i"), row.get("o"))
 }
 
-async fn submit_committed(pool: &PgPool, intent: NewIntent) -> Result<oncebox_store::Submitted, SubmitError> {
+async fn submit_committed(
+    pool: &PgPool,
+    intent: NewIntent,
+) -> Result<oncebox_store::Submitted, SubmitError> {
     let mut tx = pool.begin().await.expect("begin");
     let r = intake().submit(&mut tx, intent).await;
     tx.commit().await.expect("commit");
@@ -58,7 +72,10 @@ async fn thirty_two_concurrent_submits_make_one_intent(pool: PgPool) {
         tasks.push(tokio::spawn(async move {
             let mut tx = wide.begin().await.expect("begin");
             barrier.wait().await;
-            let s = intake().submit(&mut tx, invoice("order-8172-invoice")).await.expect("submit");
+            let s = intake()
+                .submit(&mut tx, invoice("order-8172-invoice"))
+                .await
+                .expect("submit");
             tx.commit().await.expect("commit");
             (s.intent.id, s.created)
         }));
@@ -76,15 +93,30 @@ async fn thirty_two_concurrent_submits_make_one_intent(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn replay_returns_the_same_intent(pool: PgPool) {
-    let first = submit_committed(&pool, invoice("k1")).await.expect("first");
+    let deadline =
+        std::time::SystemTime::now() + std::time::Duration::from_nanos(3_600_000_000_123);
+    let with_everything = NewIntent {
+        business_ref: Some("order-8172".into()),
+        run_id: Some("run-1".into()),
+        step: Some("3".into()),
+        deadline: Some(deadline),
+        ..invoice("k1")
+    };
+    let first = submit_committed(&pool, with_everything.clone())
+        .await
+        .expect("first");
     assert!(first.created);
     assert_eq!(first.intent.status, oncebox_core::Status::Pending);
     // Same arguments written in another key order and number spelling: still a replay.
-    let mut again = invoice("k1");
-    again.arguments = serde_json::from_str(r#"{ "amount": "125.00", "order_id": "order-8172" }"#).expect("json");
+    let mut again = with_everything;
+    again.arguments =
+        serde_json::from_str(r#"{ "amount": "125.00", "order_id": "order-8172" }"#).expect("json");
     let second = submit_committed(&pool, again).await.expect("replay");
     assert!(!second.created);
+    // The intent built from the insert equals the row read back on replay, field by field.
     assert_eq!(second.intent, first.intent);
+    assert_eq!(first.intent.business_ref.as_deref(), Some("order-8172"));
+    assert!(first.intent.deadline.is_some());
     assert_eq!(counts(&pool).await, (1, 1));
 }
 
@@ -94,13 +126,24 @@ async fn same_key_other_arguments_is_a_conflict_and_writes_nothing(pool: PgPool)
     let mut other = invoice("k1");
     other.arguments = json!({"order_id": "order-8172", "amount": "999.00"});
     let mut tx = pool.begin().await.expect("begin");
-    let err = intake().submit(&mut tx, other.clone()).await.expect_err("conflict");
+    let err = intake()
+        .submit(&mut tx, other.clone())
+        .await
+        .expect_err("conflict");
     match &err {
-        SubmitError::KeyConflict { idempotency_key, existing_id, existing_hash, submitted_hash } => {
+        SubmitError::KeyConflict {
+            idempotency_key,
+            existing_id,
+            existing_hash,
+            submitted_hash,
+        } => {
             assert_eq!(idempotency_key, "k1");
             assert_eq!(*existing_id, first.intent.id);
             assert_eq!(existing_hash, &first.intent.request_hash);
-            assert_eq!(submitted_hash, &oncebox_core::request_hash("create_invoice", &other.arguments));
+            assert_eq!(
+                submitted_hash,
+                &oncebox_core::request_hash("create_invoice", &other.arguments)
+            );
             assert_ne!(existing_hash, submitted_hash);
         }
         e => panic!("expected a conflict, got {e:?}"),
@@ -115,11 +158,15 @@ async fn same_key_other_arguments_is_a_conflict_and_writes_nothing(pool: PgPool)
     assert_eq!(mine, 0);
     tx.commit().await.expect("commit");
     assert_eq!(counts(&pool).await, (1, 1));
-    let stored = intent_by_key(&mut *pool.acquire().await.expect("conn"), "tenant-a", "k1")
+    let stored = intent_by_key(&mut pool.acquire().await.expect("conn"), "tenant-a", "k1")
         .await
         .expect("read")
         .expect("exists");
-    assert_eq!(stored.payload, invoice("k1").arguments, "the first request is what stays");
+    assert_eq!(
+        stored.payload,
+        invoice("k1").arguments,
+        "the first request is what stays"
+    );
 
     // Another action under the same key is a conflict too.
     let mut other_action = invoice("k1");
@@ -137,11 +184,20 @@ async fn rolled_back_with_the_callers_write_leaves_nothing(pool: PgPool) {
         .await
         .expect("business table");
     let mut tx = pool.begin().await.expect("begin");
-    sqlx::query("INSERT INTO orders VALUES ('order-8172', true)").execute(&mut *tx).await.expect("order");
-    intake().submit(&mut tx, invoice("k1")).await.expect("submit");
+    sqlx::query("INSERT INTO orders VALUES ('order-8172', true)")
+        .execute(&mut *tx)
+        .await
+        .expect("order");
+    intake()
+        .submit(&mut tx, invoice("k1"))
+        .await
+        .expect("submit");
     tx.rollback().await.expect("rollback");
     assert_eq!(counts(&pool).await, (0, 0));
-    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders").fetch_one(&pool).await.expect("count");
+    let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
     assert_eq!(orders, 0);
 }
 
@@ -161,16 +217,32 @@ async fn committed_with_the_callers_write_appears_all_at_once(pool: PgPool) {
         .expect("count")
     };
     let mut tx = pool.begin().await.expect("begin");
-    sqlx::query("INSERT INTO orders VALUES ('order-8172', true)").execute(&mut *tx).await.expect("order");
-    intake().submit(&mut tx, invoice("k1")).await.expect("submit");
-    assert_eq!(visible(pool.clone()).await, 0, "another session sees nothing before commit");
+    sqlx::query("INSERT INTO orders VALUES ('order-8172', true)")
+        .execute(&mut *tx)
+        .await
+        .expect("order");
+    intake()
+        .submit(&mut tx, invoice("k1"))
+        .await
+        .expect("submit");
+    assert_eq!(
+        visible(pool.clone()).await,
+        0,
+        "another session sees nothing before commit"
+    );
     tx.commit().await.expect("commit");
-    assert_eq!(visible(pool.clone()).await, 3, "order, intent and outbox row together");
+    assert_eq!(
+        visible(pool.clone()).await,
+        3,
+        "order, intent and outbox row together"
+    );
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn tenants_use_the_same_key_independently(pool: PgPool) {
-    let a = submit_committed(&pool, invoice("shared-key")).await.expect("a");
+    let a = submit_committed(&pool, invoice("shared-key"))
+        .await
+        .expect("a");
     let mut b_intent = invoice("shared-key");
     b_intent.tenant_id = "tenant-b".into();
     b_intent.arguments = json!({"something": "else"});
@@ -187,39 +259,84 @@ async fn bad_input_names_the_field_and_writes_nothing(pool: PgPool) {
         (invoice("has space"), "idempotency_key"),
         (invoice(&"k".repeat(256)), "idempotency_key"),
         (invoice(""), "idempotency_key"),
-        (NewIntent { arguments: json!(["not", "an", "object"]), ..invoice("k") }, "arguments"),
-        (NewIntent { arguments: json!({"id": 18446744073709551615u64}), ..invoice("k") }, "arguments/id"),
-        (NewIntent { action: "drop_database".into(), ..invoice("k") }, "action"),
-        (NewIntent { tenant_id: "ten ant".into(), ..invoice("k") }, "tenant_id"),
+        (
+            NewIntent {
+                arguments: json!(["not", "an", "object"]),
+                ..invoice("k")
+            },
+            "arguments",
+        ),
+        (
+            NewIntent {
+                arguments: json!({"id": 18446744073709551615u64}),
+                ..invoice("k")
+            },
+            "arguments/id",
+        ),
+        (
+            NewIntent {
+                action: "drop_database".into(),
+                ..invoice("k")
+            },
+            "action",
+        ),
+        (
+            NewIntent {
+                tenant_id: "ten ant".into(),
+                ..invoice("k")
+            },
+            "tenant_id",
+        ),
     ];
     for (intent, field) in cases {
-        let err = submit_committed(&pool, intent.clone()).await.expect_err("refused");
+        let err = submit_committed(&pool, intent.clone())
+            .await
+            .expect_err("refused");
         assert!(matches!(err, SubmitError::Invalid(_)), "{err:?}");
         assert_eq!(err.field(), Some(field), "{intent:?}: {err}");
         assert!(err.to_string().contains(field), "{err}");
     }
-    let msg = submit_committed(&pool, NewIntent { action: "drop_database".into(), ..invoice("k") })
-        .await
-        .expect_err("unknown action")
-        .to_string();
-    assert!(msg.contains("drop_database") && msg.contains("create_invoice"), "{msg}");
+    let msg = submit_committed(
+        &pool,
+        NewIntent {
+            action: "drop_database".into(),
+            ..invoice("k")
+        },
+    )
+    .await
+    .expect_err("unknown action")
+    .to_string();
+    assert!(
+        msg.contains("drop_database") && msg.contains("create_invoice"),
+        "{msg}"
+    );
     assert_eq!(counts(&pool).await, (0, 0));
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(pool: PgPool) {
     let args = json!({"card": {"number": "4111111111111111", "cvc": "123"}, "amount": "10.00"});
-    let s = submit_committed(&pool, NewIntent::new("tenant-a", "pay-1", "charge_card", args.clone()))
-        .await
-        .expect("submit");
-    let redacted = json!({"card": {"number": hashed(&json!("4111111111111111"))}, "amount": "10.00"});
+    let s = submit_committed(
+        &pool,
+        NewIntent::new("tenant-a", "pay-1", "charge_card", args.clone()),
+    )
+    .await
+    .expect("submit");
+    let redacted =
+        json!({"card": {"number": hashed(&json!("4111111111111111"))}, "amount": "10.00"});
     assert_eq!(s.intent.payload, redacted);
-    assert_eq!(s.intent.request_hash, oncebox_core::request_hash("charge_card", &redacted));
+    assert_eq!(
+        s.intent.request_hash,
+        oncebox_core::request_hash("charge_card", &redacted)
+    );
     let journal_text: String = sqlx::query_scalar("SELECT payload::text FROM oncebox.intents")
         .fetch_one(&pool)
         .await
         .expect("journal");
-    assert!(!journal_text.contains("4111111111111111") && !journal_text.contains("123\""), "{journal_text}");
+    assert!(
+        !journal_text.contains("4111111111111111") && !journal_text.contains("123\""),
+        "{journal_text}"
+    );
     let outbox_args: Option<Value> = sqlx::query_scalar("SELECT arguments FROM oncebox.outbox")
         .fetch_one(&pool)
         .await
@@ -229,36 +346,62 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     // A retry with a different dropped field (cvc) is the same intent; another card is not.
     let mut retry = args.clone();
     retry["card"]["cvc"] = json!("999");
-    let replay = submit_committed(&pool, NewIntent::new("tenant-a", "pay-1", "charge_card", retry)).await;
+    let replay = submit_committed(
+        &pool,
+        NewIntent::new("tenant-a", "pay-1", "charge_card", retry),
+    )
+    .await;
     assert!(!replay.expect("replay").created);
     let mut other_card = args;
     other_card["card"]["number"] = json!("5500000000000004");
     assert!(matches!(
-        submit_committed(&pool, NewIntent::new("tenant-a", "pay-1", "charge_card", other_card)).await,
+        submit_committed(
+            &pool,
+            NewIntent::new("tenant-a", "pay-1", "charge_card", other_card)
+        )
+        .await,
         Err(SubmitError::KeyConflict { .. })
     ));
 
     // Without redaction the outbox carries no copy of the arguments.
-    submit_committed(&pool, invoice("plain")).await.expect("plain");
-    let copies: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE arguments IS NOT NULL")
-        .fetch_one(&pool)
+    submit_committed(&pool, invoice("plain"))
         .await
-        .expect("count");
+        .expect("plain");
+    let copies: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE arguments IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
     assert_eq!(copies, 1);
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn workers_are_notified_at_commit_and_not_on_rollback(pool: PgPool) {
+async fn waiting_workers_are_notified_at_commit_and_not_on_rollback(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.expect("listener");
-    listener.listen(oncebox_store::OUTBOX_CHANNEL).await.expect("listen");
+    listener
+        .listen(oncebox_store::OUTBOX_CHANNEL)
+        .await
+        .expect("listen");
+    oncebox_store::register_waiting(&mut pool.acquire().await.expect("conn"), "w1")
+        .await
+        .expect("register");
 
     let mut tx = pool.begin().await.expect("begin");
-    intake().submit(&mut tx, invoice("rolled-back")).await.expect("submit");
+    intake()
+        .submit(&mut tx, invoice("rolled-back"))
+        .await
+        .expect("submit");
     tx.rollback().await.expect("rollback");
-    submit_committed(&pool, invoice("committed")).await.expect("submit");
+    submit_committed(&pool, invoice("committed"))
+        .await
+        .expect("submit");
     // A replay inserts nothing and must not wake anyone.
-    submit_committed(&pool, invoice("committed")).await.expect("replay");
-    submit_committed(&pool, invoice("second")).await.expect("submit");
+    submit_committed(&pool, invoice("committed"))
+        .await
+        .expect("replay");
+    submit_committed(&pool, invoice("second"))
+        .await
+        .expect("submit");
 
     sentinel(&pool).await;
 
@@ -281,14 +424,62 @@ async fn sentinel(pool: &PgPool) {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn submit_without_notify_sends_none(pool: PgPool) {
+async fn no_notify_when_no_worker_waits_or_notify_is_off(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.expect("listener");
-    listener.listen(oncebox_store::OUTBOX_CHANNEL).await.expect("listen");
+    listener
+        .listen(oncebox_store::OUTBOX_CHANNEL)
+        .await
+        .expect("listen");
+    let mut conn = pool.acquire().await.expect("conn");
+
+    // Nobody waiting: a busy pool polls, so nobody is notified.
+    submit_committed(&pool, invoice("nobody-waits"))
+        .await
+        .expect("submit");
+    // A waiting worker, but this intake never notifies.
+    oncebox_store::register_waiting(&mut conn, "w1")
+        .await
+        .expect("register");
     let mut tx = pool.begin().await.expect("begin");
-    intake().with_notify(false).submit(&mut tx, invoice("quiet")).await.expect("submit");
+    intake()
+        .with_notify(false)
+        .submit(&mut tx, invoice("quiet"))
+        .await
+        .expect("submit");
     tx.commit().await.expect("commit");
+    // The worker found work and deregistered.
+    oncebox_store::deregister_waiting(&mut conn, "w1")
+        .await
+        .expect("deregister");
+    submit_committed(&pool, invoice("after-deregister"))
+        .await
+        .expect("submit");
+    // A registration from a worker that crashed long ago does not count.
+    sqlx::query(
+        "INSERT INTO oncebox.waiting_workers VALUES ('dead', now() - interval '5 minutes')",
+    )
+    .execute(&mut *conn)
+    .await
+    .expect("stale");
+    submit_committed(&pool, invoice("stale-waiter"))
+        .await
+        .expect("submit");
+    // A live one does.
+    oncebox_store::register_waiting(&mut conn, "w2")
+        .await
+        .expect("register");
+    submit_committed(&pool, invoice("woken"))
+        .await
+        .expect("submit");
     sentinel(&pool).await;
+
     let first = listener.recv().await.expect("notification");
-    assert_eq!(first.payload(), "sentinel", "the quiet submit notified");
-    assert_eq!(counts(&pool).await, (1, 1));
+    assert_eq!(first.payload(), "deliver", "only the last submit notifies");
+    let second = listener.recv().await.expect("notification");
+    assert_eq!(
+        second.payload(),
+        "sentinel",
+        "nothing else notified before the sentinel"
+    );
+    assert_eq!(counts(&pool).await, (5, 5));
 }

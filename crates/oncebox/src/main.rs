@@ -1,1 +1,60 @@
-fn main(){}
+//! `oncebox`: the one binary — migrate, submit, hash, show, bench, demo.
+//!
+//! Exit codes (documented in `--help` and the README): 0 ok, 1 other failure, 2 usage or invalid
+//! input, 3 conflict, 4 not found.
+
+mod bench;
+mod cli;
+mod commands;
+mod demo;
+mod exit;
+mod output;
+mod scratch;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let json = cli.json;
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Migrate(args) => commands::migrate(args, json).await,
+            Command::Submit(args) => commands::submit(args, json).await,
+            Command::Hash(args) => commands::hash(args, json),
+            Command::Show(args) => commands::show(args, json).await,
+            Command::Bench(args) => bench::run(args, json).await,
+            Command::Demo(args) => demo::run(args, json).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => e.report(json),
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

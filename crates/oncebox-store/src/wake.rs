@@ -1,0 +1,41 @@
+//! Waking idle workers without paying for NOTIFY under load.
+//!
+//! NOTIFY takes a cluster-wide lock at commit and holds it through the WAL flush, so notifying
+//! transactions commit one at a time (measured: intake halves). Submits therefore notify only
+//! while some worker has said it is waiting. The worker's protocol:
+//!
+//! 1. `LISTEN` on [`crate::OUTBOX_CHANNEL`] (kept for the worker's life);
+//! 2. [`register_waiting`], then claim once more — a row committed before the registration was
+//!    visible is found here;
+//! 3. wait for a notification or the polling interval, refreshing the registration;
+//! 4. [`deregister_waiting`] as soon as a claim returns work.
+//!
+//! A submit whose snapshot predates step 2 and which commits after step 2's claim is found by
+//! the next poll: the polling fallback bounds every wake-up delay. A crashed worker's stale row
+//! stops counting after a minute.
+
+use sqlx::PgConnection;
+
+/// Marks `worker` as waiting for work (or refreshes the mark): submits will NOTIFY.
+///
+/// # Errors
+/// The database's error.
+pub async fn register_waiting(conn: &mut PgConnection, worker: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../queries/wait_register.sql"))
+        .bind(worker)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes `worker`'s waiting mark: it has work, or is stopping.
+///
+/// # Errors
+/// The database's error.
+pub async fn deregister_waiting(conn: &mut PgConnection, worker: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(include_str!("../queries/wait_deregister.sql"))
+        .bind(worker)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

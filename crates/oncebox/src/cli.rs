@@ -1,0 +1,190 @@
+//! Command-line definitions. Every subcommand has `--help`; `--json` makes output
+//! machine-readable.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes: 0 ok · 1 other failure (database down, I/O) · 2 usage or invalid input \
+· 3 conflict (key reused with another request) · 4 not found.
+
+Environment: DATABASE_URL (Postgres), ONCEBOX_CONFIG (config file), ONCEBOX_LOG (log filter, \
+e.g. info or oncebox_store=debug).";
+
+/// oncebox: one intent, at most one business effect.
+///
+/// Agents state intents; oncebox records each once (journal + outbox, in the caller's
+/// transaction) and delivers it with a stable idempotency key.
+#[derive(Debug, Parser)]
+#[command(name = "oncebox", version, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Log output formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create or upgrade the `oncebox` schema (safe to run from several processes at once).
+    #[command(after_help = EXIT_CODES)]
+    Migrate(DbArgs),
+    /// Record one intent (journal + outbox) in its own transaction; a replay of the same
+    /// request returns the existing intent.
+    #[command(after_help = EXIT_CODES)]
+    Submit(SubmitArgs),
+    /// Print the request hash of an action and its arguments (hex SHA-256 of RFC 8785 JSON).
+    #[command(after_help = EXIT_CODES)]
+    Hash(HashArgs),
+    /// Show one intent by tenant and idempotency key.
+    #[command(after_help = EXIT_CODES)]
+    Show(ShowArgs),
+    /// Measure throughput against a raw Postgres baseline run in the same process.
+    #[command(after_help = EXIT_CODES)]
+    Bench(BenchArgs),
+    /// Run the end-to-end demonstration with injected faults, in its own database.
+    #[command(after_help = EXIT_CODES)]
+    Demo(DemoArgs),
+}
+
+/// Where the database is.
+#[derive(Debug, Args)]
+pub(crate) struct DbArgs {
+    /// Postgres URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub(crate) database_url: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SubmitArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The configuration file (actions and redaction rules).
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: PathBuf,
+    /// The tenant that owns the intent.
+    #[arg(long)]
+    pub(crate) tenant: String,
+    /// The idempotency key: 1–255 printable ASCII characters, no spaces.
+    #[arg(long)]
+    pub(crate) key: String,
+    /// A configured action name.
+    #[arg(long)]
+    pub(crate) action: String,
+    /// The arguments: a JSON object, `@FILE` to read it from a file, or `-` for stdin.
+    #[arg(long)]
+    pub(crate) arguments: String,
+    /// Your own reference for the business object (order number).
+    #[arg(long)]
+    pub(crate) business_ref: Option<String>,
+    /// The agent run this intent belongs to.
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
+    /// The step within the run.
+    #[arg(long)]
+    pub(crate) step: Option<String>,
+    /// No attempt starts after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z).
+    #[arg(long)]
+    pub(crate) deadline: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HashArgs {
+    /// The action name.
+    #[arg(long)]
+    pub(crate) action: String,
+    /// The arguments: JSON, `@FILE`, or `-` for stdin.
+    #[arg(long)]
+    pub(crate) arguments: String,
+    /// Apply this configuration's redaction rules for the action first, as submit does.
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The tenant.
+    #[arg(long)]
+    pub(crate) tenant: String,
+    /// The idempotency key.
+    #[arg(long)]
+    pub(crate) key: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    pub(crate) what: BenchWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchWhat {
+    /// Intents/s and latency of the library submit (begin, submit, commit) — with no worker
+    /// waiting and with one waiting (NOTIFY) — against the raw two-insert transaction of
+    /// shared/bench/intake.sql, run in-process and by pgbench, in alternating rounds.
+    Intake(IntakeBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct IntakeBenchArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub(crate) database_url: String,
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) clients: usize,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) seconds: u64,
+    /// Rounds; each measures every case once, alternating. Medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) rounds: usize,
+    /// Skip the case with a worker waiting, where every submit sends NOTIFY (which serialises
+    /// commits); by default both cases are measured.
+    #[arg(long)]
+    pub(crate) skip_notify_case: bool,
+    /// Directory of shared/bench (intake.sql, setup.sql) for the pgbench baseline; skipped
+    /// when pgbench or the directory is missing.
+    #[arg(long, default_value = "../shared/bench")]
+    pub(crate) baseline_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Postgres URL of the server; the demo creates its own database there (see --database-name).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub(crate) database_url: String,
+    /// The demo's database, dropped and created anew on every run.
+    #[arg(long, default_value = "oncebox_demo")]
+    pub(crate) database_name: String,
+    /// How many distinct intents the agents submit.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) intents: usize,
+    /// Concurrent agents.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) agents: usize,
+    /// Keep the demo database afterwards for inspection.
+    #[arg(long)]
+    pub(crate) keep: bool,
+}

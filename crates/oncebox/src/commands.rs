@@ -1,0 +1,149 @@
+//! The database subcommands: migrate, submit, show; and hash, which needs no database.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::DateTime;
+use oncebox_core::config::Config;
+use oncebox_core::redact;
+use oncebox_core::{NewIntent, request_hash};
+use oncebox_store::{Intake, intent_by_key};
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::cli::{DbArgs, HashArgs, ShowArgs, SubmitArgs};
+use crate::exit::{CliError, CliResult};
+use crate::output;
+
+/// Connects, riding out a database that is restarting for up to five seconds (the pool retries
+/// refused connections with backoff); a wrong URL or password fails at once.
+pub(crate) async fn connect(db: &DbArgs, max_connections: u32) -> Result<PgPool, CliError> {
+    oncebox_store::connect(&db.database_url, max_connections, Duration::from_secs(5))
+        .await
+        .map_err(|e| {
+            CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
+        })
+}
+
+/// Reads and validates the configuration file.
+pub(crate) fn load_config(path: &Path) -> Result<Config, CliError> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    Config::from_toml(&text)
+        .map_err(|e| CliError::usage(e.field.clone(), format!("{}: {e}", path.display())))
+}
+
+/// Parses `--arguments`: inline JSON, `@FILE`, or `-` for stdin.
+fn read_arguments(spec: &str) -> Result<Value, CliError> {
+    let text = if spec == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the arguments from stdin")?;
+        s
+    } else if let Some(path) = spec.strip_prefix('@') {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the arguments file {path}"))?
+    } else {
+        spec.to_owned()
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| CliError::usage("arguments", format!("arguments: not valid JSON: {e}")))
+}
+
+pub(crate) async fn migrate(args: DbArgs, json: bool) -> CliResult {
+    let pool = connect(&args, 1).await?;
+    oncebox_store::migrate(&pool).await?;
+    let applied = oncebox_store::MIGRATOR.iter().count();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"migrated": true, "migrations": applied})
+        );
+    } else {
+        println!("schema oncebox is current ({applied} migrations)");
+    }
+    Ok(())
+}
+
+pub(crate) async fn submit(args: SubmitArgs, json: bool) -> CliResult {
+    let config = load_config(&args.config)?;
+    let arguments = read_arguments(&args.arguments)?;
+    let deadline = args
+        .deadline
+        .as_deref()
+        .map(|d| {
+            DateTime::parse_from_rfc3339(d)
+                .map(|t| t.into())
+                .map_err(|e| {
+                    CliError::usage("deadline", format!("deadline: {d:?} is not RFC 3339: {e}"))
+                })
+        })
+        .transpose()?;
+    let intent = NewIntent {
+        tenant_id: args.tenant,
+        idempotency_key: args.key,
+        action: args.action,
+        arguments,
+        business_ref: args.business_ref,
+        run_id: args.run_id,
+        step: args.step,
+        deadline,
+    };
+    // Check the input before connecting: bad input is exit 2 even with the database down.
+    intent
+        .validate()
+        .map_err(oncebox_store::SubmitError::from)?;
+    let pool = connect(&args.db, 1).await?;
+    let mut tx = pool.begin().await?;
+    let submitted = Intake::new(&config).submit(&mut tx, intent).await?;
+    tx.commit().await?;
+    output::submitted(&submitted, json);
+    Ok(())
+}
+
+pub(crate) fn hash(args: HashArgs, json: bool) -> CliResult {
+    let mut arguments = read_arguments(&args.arguments)?;
+    if let Some(path) = &args.config {
+        let config = load_config(path)?;
+        let action = config.action(&args.action).ok_or_else(|| {
+            CliError::usage(
+                "action",
+                format!(
+                    "action: no action named {:?} in {}",
+                    args.action,
+                    path.display()
+                ),
+            )
+        })?;
+        redact::apply(&mut arguments, &action.redact);
+    }
+    let hash = request_hash(&args.action, &arguments);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"action": args.action, "request_hash": hash,
+                               "canonical": oncebox_core::canonical_json(&serde_json::json!({"action": args.action, "arguments": arguments}))})
+        );
+    } else {
+        println!("{hash}");
+    }
+    Ok(())
+}
+
+pub(crate) async fn show(args: ShowArgs, json: bool) -> CliResult {
+    let pool = connect(&args.db, 1).await?;
+    let mut conn = pool.acquire().await?;
+    let intent = intent_by_key(&mut conn, &args.tenant, &args.key)
+        .await?
+        .ok_or_else(|| {
+            CliError::NotFound(format!(
+                "tenant {:?} has no intent with key {:?}",
+                args.tenant, args.key
+            ))
+        })?;
+    output::intent(&intent, json);
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Errors at the binary's edge and their exit codes.
+
+use std::process::ExitCode;
+
+use oncebox_store::SubmitError;
+
+/// Why a command failed, and so which exit code it ends with.
+#[derive(Debug)]
+pub(crate) enum CliError {
+    /// Bad input: exit 2.
+    Usage {
+        field: Option<String>,
+        message: String,
+    },
+    /// The key names another request: exit 3.
+    Conflict(String),
+    /// Nothing with that name: exit 4.
+    NotFound(String),
+    /// Anything else: exit 1.
+    Other(anyhow::Error),
+}
+
+impl CliError {
+    pub(crate) fn usage(field: impl Into<String>, message: impl Into<String>) -> Self {
+        CliError::Usage {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    fn code(&self) -> u8 {
+        match self {
+            CliError::Usage { .. } => 2,
+            CliError::Conflict(_) => 3,
+            CliError::NotFound(_) => 4,
+            CliError::Other(_) => 1,
+        }
+    }
+
+    /// Prints the error on stderr (as JSON with `--json`) and returns the exit code.
+    pub(crate) fn report(&self, json: bool) -> ExitCode {
+        let (kind, field, message) = match self {
+            CliError::Usage { field, message } => ("invalid", field.clone(), message.clone()),
+            CliError::Conflict(m) => ("conflict", Some("idempotency_key".into()), m.clone()),
+            CliError::NotFound(m) => ("not_found", None, m.clone()),
+            CliError::Other(e) => ("error", None, format!("{e:#}")),
+        };
+        if json {
+            let doc = serde_json::json!({"error": kind, "field": field, "message": message, "exit_code": self.code()});
+            eprintln!("{doc}");
+        } else {
+            eprintln!("error: {message}");
+        }
+        ExitCode::from(self.code())
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        CliError::Other(e)
+    }
+}
+
+impl From<oncebox_store::StoreError> for CliError {
+    fn from(e: oncebox_store::StoreError) -> Self {
+        CliError::Other(e.into())
+    }
+}
+
+impl From<sqlx::Error> for CliError {
+    fn from(e: sqlx::Error) -> Self {
+        CliError::Other(e.into())
+    }
+}
+
+impl From<SubmitError> for CliError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Invalid(inv) => CliError::Usage {
+                message: inv.to_string(),
+                field: Some(inv.field),
+            },
+            conflict @ SubmitError::KeyConflict { .. } => CliError::Conflict(conflict.to_string()),
+            SubmitError::Store(s) => CliError::Other(s.into()),
+        }
+    }
+}
+
+/// The result of a command.
+pub(crate) type CliResult = Result<(), CliError>;

@@ -1,0 +1,584 @@
+//! End-to-end tests of the `oncebox` binary against the real Postgres: exit codes, output,
+//! errors that name the field, and the demo and benchmark as a user runs them.
+//! Each test works in a database of its own.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+
+const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
+
+fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn url_for(db: &str) -> String {
+    let base = server_url();
+    let base = base.split('?').next().unwrap_or_default();
+    let cut = base
+        .rfind('/')
+        .filter(|i| *i > base.find("://").map_or(0, |j| j + 2))
+        .unwrap_or(base.len());
+    format!("{}/{db}", &base[..cut])
+}
+
+/// A fresh, empty database for one test, dropped when the test ends.
+struct TestDb {
+    name: String,
+    url: String,
+    dir: PathBuf,
+}
+
+impl TestDb {
+    async fn new(test: &str) -> TestDb {
+        let name = format!("oncebox_e2e_{test}_{}", std::process::id());
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin connection");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut admin)
+        .await
+        .expect("drop");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("create");
+        let dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TestDb {
+            url: url_for(&name),
+            name,
+            dir,
+        }
+    }
+
+    fn write(&self, file: &str, text: &str) -> PathBuf {
+        let p = self.dir.join(file);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_stdin(args, None)
+    }
+
+    fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .env_remove("ONCEBOX_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn oncebox");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(input);
+        child.wait_with_output().expect("oncebox output")
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        let mut c = PgConnection::connect(&self.url).await.expect("connect");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut c)
+            .await
+            .expect("count")
+    }
+
+    async fn drop_db(self) {
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin connection");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .expect("drop");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn stderr_json(o: &Output) -> Value {
+    let text = String::from_utf8_lossy(&o.stderr);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON error in {text}"));
+    serde_json::from_str(last).expect("error JSON")
+}
+
+const CONFIG: &str = r#"
+[actions.create_invoice]
+destination = "billing"
+
+[actions.charge_card]
+destination = "billing"
+redact = [{ pointer = "/card", mode = "drop" }]
+
+[destinations.billing]
+kind = "http"
+url = "http://127.0.0.1:9/invoices"
+idempotency = "key"
+"#;
+
+#[test]
+fn help_is_there_for_every_subcommand() {
+    let top = Command::new(BIN).arg("--help").output().expect("run");
+    assert_eq!(code(&top), 0);
+    let text = String::from_utf8_lossy(&top.stdout);
+    for sub in [
+        "migrate",
+        "submit",
+        "hash",
+        "show",
+        "bench",
+        "demo",
+        "Exit codes",
+    ] {
+        assert!(text.contains(sub), "--help lacks {sub}:\n{text}");
+    }
+    for sub in [
+        &["migrate"][..],
+        &["submit"],
+        &["hash"],
+        &["show"],
+        &["bench"],
+        &["bench", "intake"],
+        &["demo"],
+    ] {
+        let o = Command::new(BIN)
+            .args(sub)
+            .arg("--help")
+            .output()
+            .expect("run");
+        assert_eq!(code(&o), 0, "{sub:?} --help");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Usage"),
+            "{sub:?}"
+        );
+    }
+    let o = Command::new(BIN).arg("frobnicate").output().expect("run");
+    assert_eq!(code(&o), 2, "unknown subcommand is a usage error");
+}
+
+#[test]
+fn hash_prints_the_request_hash() {
+    // printf '%s' '{"action":"create_invoice","arguments":{"amount":"12500.00","order_id":"order-8172"}}' | sha256sum
+    let want = "e06c55b04e2fd1efa0a73bf5546202f7238dd9e992e089fa9389ddab3489985f";
+    let o = Command::new(BIN)
+        .args([
+            "hash",
+            "--action",
+            "create_invoice",
+            "--arguments",
+            r#"{ "order_id": "order-8172", "amount": "12500.00" }"#,
+        ])
+        .env_remove("ONCEBOX_CONFIG")
+        .output()
+        .expect("run");
+    assert_eq!(code(&o), 0);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), want);
+    let o = Command::new(BIN)
+        .args([
+            "hash",
+            "--action",
+            "create_invoice",
+            "--arguments",
+            "not json",
+            "--json",
+        ])
+        .env_remove("ONCEBOX_CONFIG")
+        .output()
+        .expect("run");
+    assert_eq!(code(&o), 2);
+    assert_eq!(stderr_json(&o)["field"], "arguments");
+}
+
+#[tokio::test]
+async fn migrate_submit_replay_conflict_show() {
+    let db = TestDb::new("flow").await;
+    let config = db.write("oncebox.toml", CONFIG);
+    let config = config.to_str().expect("utf-8 path");
+    assert_eq!(code(&db.run(&["migrate"])), 0);
+    assert_eq!(
+        code(&db.run(&["migrate", "--json"])),
+        0,
+        "migrate is idempotent"
+    );
+
+    let args = r#"{"order_id": "order-8172", "amount": "125.00"}"#;
+    let submit = |key: &str, args: &str| {
+        db.run(&[
+            "submit",
+            "--json",
+            "--config",
+            config,
+            "--tenant",
+            "t1",
+            "--key",
+            key,
+            "--action",
+            "create_invoice",
+            "--arguments",
+            args,
+        ])
+    };
+    let first = submit("inv-8172", args);
+    assert_eq!(
+        code(&first),
+        0,
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let first = stdout_json(&first);
+    assert_eq!(first["created"], true);
+    assert_eq!(first["intent"]["status"], "pending");
+
+    let replay = stdout_json(&submit(
+        "inv-8172",
+        r#"{"amount":"125.00","order_id":"order-8172"}"#,
+    ));
+    assert_eq!(replay["created"], false);
+    assert_eq!(replay["intent"]["id"], first["intent"]["id"]);
+
+    let conflict = submit(
+        "inv-8172",
+        r#"{"order_id": "order-8172", "amount": "999.00"}"#,
+    );
+    assert_eq!(
+        code(&conflict),
+        3,
+        "{}",
+        String::from_utf8_lossy(&conflict.stderr)
+    );
+    let err = stderr_json(&conflict);
+    assert_eq!(err["error"], "conflict");
+    assert_eq!(err["field"], "idempotency_key");
+    assert!(
+        err["message"]
+            .as_str()
+            .expect("message")
+            .contains(first["intent"]["request_hash"].as_str().expect("hash"))
+    );
+
+    let shown = db.run(&["show", "--json", "--tenant", "t1", "--key", "inv-8172"]);
+    assert_eq!(code(&shown), 0);
+    assert_eq!(stdout_json(&shown)["id"], first["intent"]["id"]);
+    let text = db.run(&["show", "--tenant", "t1", "--key", "inv-8172"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("pending"));
+
+    assert_eq!(
+        code(&db.run(&["show", "--tenant", "t2", "--key", "inv-8172"])),
+        4,
+        "other tenant sees nothing"
+    );
+    assert_eq!(
+        code(&db.run(&["show", "--tenant", "t1", "--key", "nope"])),
+        4
+    );
+
+    // Arguments from stdin, and redaction configured for the action.
+    let o = db.run_stdin(
+        &[
+            "submit",
+            "--json",
+            "--config",
+            config,
+            "--tenant",
+            "t1",
+            "--key",
+            "pay-1",
+            "--action",
+            "charge_card",
+            "--arguments",
+            "-",
+        ],
+        Some(r#"{"card": {"number": "4111111111111111"}, "amount": "5.00"}"#),
+    );
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        stdout_json(&o)["intent"]["payload"],
+        serde_json::json!({"amount": "5.00"})
+    );
+    let h = Command::new(BIN)
+        .args([
+            "hash",
+            "--config",
+            config,
+            "--action",
+            "charge_card",
+            "--arguments",
+            r#"{"card": {"number": "1"}, "amount": "5.00"}"#,
+        ])
+        .output()
+        .expect("hash");
+    assert_eq!(
+        String::from_utf8_lossy(&h.stdout).trim(),
+        stdout_json(&o)["intent"]["request_hash"]
+    );
+
+    assert_eq!(db.count("SELECT count(*) FROM oncebox.intents").await, 2);
+    assert_eq!(db.count("SELECT count(*) FROM oncebox.outbox").await, 2);
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
+    let db = TestDb::new("bad").await;
+    let config = db.write("oncebox.toml", CONFIG);
+    let config = config.to_str().expect("utf-8 path");
+    assert_eq!(code(&db.run(&["migrate"])), 0);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "--key",
+                "has space",
+                "--action",
+                "create_invoice",
+                "--arguments",
+                "{}",
+            ],
+            "idempotency_key",
+        ),
+        (
+            &[
+                "--key",
+                "k",
+                "--action",
+                "create_invoice",
+                "--arguments",
+                "[1, 2]",
+            ],
+            "arguments",
+        ),
+        (
+            &[
+                "--key",
+                "k",
+                "--action",
+                "create_invoice",
+                "--arguments",
+                "{",
+            ],
+            "arguments",
+        ),
+        (
+            &[
+                "--key",
+                "k",
+                "--action",
+                "create_invoice",
+                "--arguments",
+                r#"{"id": 9007199254740993}"#,
+            ],
+            "arguments/id",
+        ),
+        (
+            &["--key", "k", "--action", "send_email", "--arguments", "{}"],
+            "action",
+        ),
+        (
+            &[
+                "--key",
+                "k",
+                "--action",
+                "create_invoice",
+                "--arguments",
+                "{}",
+                "--deadline",
+                "tomorrow",
+            ],
+            "deadline",
+        ),
+    ];
+    for (extra, field) in cases {
+        let mut args = vec!["submit", "--json", "--config", config, "--tenant", "t1"];
+        args.extend_from_slice(extra);
+        let o = db.run(&args);
+        assert_eq!(
+            code(&o),
+            2,
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(stderr_json(&o)["field"], *field, "{extra:?}");
+    }
+    let long_key = "k".repeat(256);
+    let o = db.run(&[
+        "submit",
+        "--config",
+        config,
+        "--tenant",
+        "t1",
+        "--key",
+        &long_key,
+        "--action",
+        "create_invoice",
+        "--arguments",
+        "{}",
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("idempotency_key"));
+
+    let bad_config = db.write(
+        "bad.toml",
+        &CONFIG.replace(
+            "idempotency = \"key\"",
+            "idempotency = \"key\"\ntimeout = 5",
+        ),
+    );
+    let o = db.run(&[
+        "submit",
+        "--json",
+        "--config",
+        bad_config.to_str().expect("path"),
+        "--tenant",
+        "t1",
+        "--key",
+        "k",
+        "--action",
+        "create_invoice",
+        "--arguments",
+        "{}",
+    ]);
+    assert_eq!(code(&o), 2);
+    let e = stderr_json(&o);
+    assert!(
+        e["message"].as_str().expect("message").contains("timeout"),
+        "{e}"
+    );
+    assert!(
+        e["field"].as_str().expect("field").starts_with("line "),
+        "{e}"
+    );
+
+    let dangling = db.write(
+        "dangling.toml",
+        &CONFIG.replace(
+            "destination = \"billing\"\n\n[actions.charge_card]",
+            "destination = \"ledger\"\n\n[actions.charge_card]",
+        ),
+    );
+    let o = db.run(&[
+        "submit",
+        "--json",
+        "--config",
+        dangling.to_str().expect("path"),
+        "--tenant",
+        "t1",
+        "--key",
+        "k",
+        "--action",
+        "create_invoice",
+        "--arguments",
+        "{}",
+    ]);
+    assert_eq!(code(&o), 2);
+    assert_eq!(
+        stderr_json(&o)["field"],
+        "actions.create_invoice.destination"
+    );
+
+    assert_eq!(db.count("SELECT count(*) FROM oncebox.intents").await, 0);
+    db.drop_db().await;
+}
+
+#[test]
+fn database_unreachable_is_exit_1() {
+    let o = Command::new(BIN)
+        .args(["show", "--tenant", "t", "--key", "k"])
+        .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")
+        .output()
+        .expect("run");
+    assert_eq!(code(&o), 1);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot connect"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[tokio::test]
+async fn demo_runs_end_to_end_with_faults() {
+    let db = TestDb::new("demo").await;
+    let name = format!("{}_run", db.name);
+    let o = db.run(&[
+        "demo",
+        "--json",
+        "--database-url",
+        &url_for("postgres"),
+        "--database-name",
+        &name,
+        "--intents",
+        "120",
+        "--agents",
+        "8",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["duplicates"], 0);
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["journal_rows"], 120);
+    assert_eq!(r["outbox_rows"], 120);
+    assert_eq!(r["business_rows"], 120);
+    assert!(r["connections_cut"].as_u64() > Some(0), "{r}");
+    assert!(r["answers_dropped"].as_u64() > Some(0), "{r}");
+    assert!(r["conflicts_refused"].as_u64() > Some(0), "{r}");
+    assert_eq!(r["created"], 120);
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn bench_intake_reports_both_sides_and_a_ratio() {
+    let db = TestDb::new("bench").await;
+    let o = db.run(&[
+        "bench",
+        "intake",
+        "--json",
+        "--clients",
+        "2",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["oncebox"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["raw_sql"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_to_raw_sql"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["pgbench"].is_null(),
+        "pgbench skipped without its script: {r}"
+    );
+    db.drop_db().await;
+}
