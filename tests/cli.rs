@@ -446,64 +446,52 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
     assert_eq!(code(&o), 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("idempotency_key"));
 
-    let bad_config = db.write(
-        "bad.toml",
-        &CONFIG.replace(
-            "idempotency = \"key\"",
-            "idempotency = \"key\"\ntimeout = 5",
-        ),
+    // Configuration errors: exit 2, naming where the problem is.
+    let submit_with = |file: &str, text: &str| {
+        let path = db.write(file, text);
+        let path = path.to_str().expect("utf-8 path").to_owned();
+        let o = db.run(&[
+            "submit",
+            "--json",
+            "--config",
+            &path,
+            "--tenant",
+            "t1",
+            "--key",
+            "k",
+            "--action",
+            "create_invoice",
+            "--arguments",
+            "{}",
+        ]);
+        assert_eq!(
+            code(&o),
+            2,
+            "{file}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        stderr_json(&o)
+    };
+    let e = submit_with(
+        "unknown-field.toml",
+        &CONFIG.replace("idempotency = \"key\"", "idempotency = \"key\"\ncolour = 5"),
     );
-    let o = db.run(&[
-        "submit",
-        "--json",
-        "--config",
-        bad_config.to_str().expect("path"),
-        "--tenant",
-        "t1",
-        "--key",
-        "k",
-        "--action",
-        "create_invoice",
-        "--arguments",
-        "{}",
-    ]);
-    assert_eq!(code(&o), 2);
-    let e = stderr_json(&o);
     assert!(
-        e["message"].as_str().expect("message").contains("timeout"),
+        e["message"].as_str().expect("message").contains("colour"),
         "{e}"
     );
     assert!(
         e["field"].as_str().expect("field").starts_with("line "),
         "{e}"
     );
-
-    let dangling = db.write(
+    let e = submit_with(
         "dangling.toml",
         &CONFIG.replace(
             "destination = \"billing\"\n\n[actions.charge_card]",
             "destination = \"ledger\"\n\n[actions.charge_card]",
         ),
     );
-    let o = db.run(&[
-        "submit",
-        "--json",
-        "--config",
-        dangling.to_str().expect("path"),
-        "--tenant",
-        "t1",
-        "--key",
-        "k",
-        "--action",
-        "create_invoice",
-        "--arguments",
-        "{}",
-    ]);
-    assert_eq!(code(&o), 2);
-    assert_eq!(
-        stderr_json(&o)["field"],
-        "actions.create_invoice.destination"
-    );
+    assert_eq!(e["field"], "actions.create_invoice.destination");
 
     assert_eq!(db.count("SELECT count(*) FROM oncebox.intents").await, 0);
     db.drop_db().await;

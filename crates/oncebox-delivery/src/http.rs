@@ -1,0 +1,412 @@
+//! The HTTP adapter: one POST (or PUT/PATCH) per attempt with the `Idempotency-Key` header, the
+//! arguments as JSON, and headers naming tenant, action, attempt and request hash.
+
+use std::time::{Duration, Instant};
+
+use oncebox_core::DeliveryOutcome;
+use oncebox_core::config::{Destination, HttpMethod};
+use oncebox_core::outcome::{AttemptError, ErrorCode};
+use oncebox_core::retry::RetryAfter;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::classify::{StatusClass, StatusOverrides, classify_status};
+
+/// At most this much of a response is read and kept.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Installs rustls' ring provider as the process default (idempotent). oncebox uses ring for
+/// every TLS connection, Postgres and HTTP alike, so only one crypto backend is compiled.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// One attempt's request, as the worker hands it over.
+#[derive(Debug, Clone)]
+pub struct DeliveryRequest<'a> {
+    /// The tenant.
+    pub tenant_id: &'a str,
+    /// The stable key: `Idempotency-Key`.
+    pub idempotency_key: &'a str,
+    /// The action.
+    pub action: &'a str,
+    /// Attempt number, from 1.
+    pub attempt: u32,
+    /// The request hash.
+    pub request_hash: &'a str,
+    /// The arguments, sent as the JSON body.
+    pub arguments: &'a Value,
+}
+
+/// A configured HTTP destination with its connection pool.
+#[derive(Debug, Clone)]
+pub struct HttpDestination {
+    name: String,
+    client: reqwest::Client,
+    url: String,
+    method: reqwest::Method,
+    headers: HeaderMap,
+    honours_keys: bool,
+    timeout: Duration,
+    reference_pointer: Option<String>,
+    completion_event: Option<String>,
+    overrides: StatusOverrides,
+}
+
+/// A destination that cannot be built from its configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("destinations.{destination}.{field}: {reason}")]
+pub struct BuildError {
+    destination: String,
+    field: String,
+    reason: String,
+}
+
+impl HttpDestination {
+    /// Builds the adapter for destination `name`. Header values must already be resolved
+    /// ([`oncebox_core::config::Config::resolve_env`]).
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the field (a header value that is not valid in HTTP, a missing URL).
+    pub fn new(name: &str, dest: &Destination) -> Result<HttpDestination, BuildError> {
+        install_crypto_provider();
+        let err = |field: &str, reason: String| BuildError {
+            destination: name.to_owned(),
+            field: field.to_owned(),
+            reason,
+        };
+        let url = dest
+            .url
+            .clone()
+            .ok_or_else(|| err("url", "required".into()))?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &dest.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| err(&format!("headers.{k}"), e.to_string()))?;
+            let mut value = HeaderValue::from_str(v.expose()).map_err(|_| {
+                err(
+                    &format!("headers.{k}"),
+                    "value is not valid in an HTTP header".into(),
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .connect_timeout(dest.timeout.min(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| err("kind", format!("cannot build the HTTP client: {e}")))?;
+        Ok(HttpDestination {
+            name: name.to_owned(),
+            client,
+            url,
+            method: match dest.method {
+                HttpMethod::Post => reqwest::Method::POST,
+                HttpMethod::Put => reqwest::Method::PUT,
+                HttpMethod::Patch => reqwest::Method::PATCH,
+            },
+            headers,
+            honours_keys: dest.idempotency.honours_keys(),
+            timeout: dest.timeout,
+            reference_pointer: dest.reference_pointer.clone(),
+            completion_event: dest.completion_event.clone(),
+            overrides: StatusOverrides {
+                retry: dest.retry_statuses.clone(),
+                permanent: dest.permanent_statuses.clone(),
+            },
+        })
+    }
+
+    /// The destination's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configured request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends one attempt and classifies what happened. `budget` caps the time the whole
+    /// attempt may take (the worker passes what is left of its lease); the configured timeout
+    /// applies when it is shorter. Never fails: every error is an outcome.
+    #[tracing::instrument(
+        skip_all,
+        fields(destination = %self.name, tenant = %req.tenant_id, key = %req.idempotency_key, attempt = req.attempt)
+    )]
+    pub async fn deliver(&self, req: &DeliveryRequest<'_>, budget: Duration) -> DeliveryOutcome {
+        let limit = budget.min(self.timeout);
+        let started = Instant::now();
+        let outcome = match tokio::time::timeout(limit, self.attempt(req)).await {
+            Ok(outcome) => outcome,
+            Err(_) => unknown(
+                ErrorCode::Timeout,
+                format!("no complete answer within {limit:?}"),
+                None,
+            ),
+        };
+        tracing::debug!(
+            class = outcome.class().as_str(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "delivered"
+        );
+        outcome
+    }
+
+    async fn attempt(&self, req: &DeliveryRequest<'_>) -> DeliveryOutcome {
+        let body = match serde_json::to_vec(req.arguments) {
+            Ok(b) => b,
+            Err(e) => {
+                return DeliveryOutcome::Permanent {
+                    error: AttemptError {
+                        code: ErrorCode::PolicyRejected,
+                        detail: format!("arguments: {e}"),
+                        status_code: None,
+                    },
+                };
+            }
+        };
+        let sent = self
+            .client
+            .request(self.method.clone(), &self.url)
+            .headers(self.headers.clone())
+            .header("Idempotency-Key", req.idempotency_key)
+            .header("X-Oncebox-Tenant", req.tenant_id)
+            .header("X-Oncebox-Action", req.action)
+            .header("X-Oncebox-Attempt", req.attempt.to_string())
+            .header("X-Oncebox-Request-Hash", req.request_hash)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await;
+        let mut response = match sent {
+            Ok(r) => r,
+            Err(e) => return classify_transport_error(&e),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(RetryAfter::parse);
+        let is_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let class = classify_status(status, self.honours_keys, &self.overrides);
+        let error = |code: ErrorCode, detail: String| AttemptError {
+            code,
+            detail,
+            status_code: Some(status),
+        };
+
+        // Read the body (bounded) for every answer: a success needs it, errors keep a snippet.
+        let mut body = Vec::new();
+        let mut truncated = false;
+        let mut completed_event: Option<String> = None;
+        let mut sse = SseParser::default();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if is_stream
+                        && class == StatusClass::Success
+                        && let Some(target) = &self.completion_event
+                    {
+                        if let Some(data) = sse.feed(&chunk, target) {
+                            completed_event = Some(data);
+                            break;
+                        }
+                        continue;
+                    }
+                    let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if chunk.len() > room {
+                        truncated = true;
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return match class {
+                        StatusClass::RetryBeforeExecution => {
+                            DeliveryOutcome::RetryBeforeExecution {
+                                error: error(ErrorCode::HttpStatus, format!("HTTP {status}")),
+                                retry_after,
+                            }
+                        }
+                        StatusClass::Permanent => DeliveryOutcome::Permanent {
+                            error: error(ErrorCode::HttpStatus, format!("HTTP {status}")),
+                        },
+                        _ => unknown(
+                            ErrorCode::ConnectionReset,
+                            format!("answer broke off: {e}"),
+                            Some(status),
+                        ),
+                    };
+                }
+            }
+        }
+        let text = || String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
+        match class {
+            StatusClass::Success => {
+                if is_stream && self.completion_event.is_some() {
+                    return match completed_event {
+                        Some(data) => self.success(status, data.into_bytes(), false),
+                        None => unknown(
+                            ErrorCode::StreamIncomplete,
+                            format!(
+                                "event stream ended without its {:?} event",
+                                self.completion_event.as_deref().unwrap_or_default()
+                            ),
+                            Some(status),
+                        ),
+                    };
+                }
+                self.success(status, body, truncated)
+            }
+            StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
+                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+                retry_after,
+            },
+            StatusClass::Permanent => DeliveryOutcome::Permanent {
+                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+            },
+            StatusClass::Unknown => DeliveryOutcome::Unknown {
+                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+            },
+        }
+    }
+
+    fn success(&self, status: u16, body: Vec<u8>, truncated: bool) -> DeliveryOutcome {
+        let parsed: Option<Value> = (!truncated)
+            .then(|| serde_json::from_slice(&body).ok())
+            .flatten();
+        let external_reference = match (&self.reference_pointer, &parsed) {
+            (None, _) => None,
+            (Some(p), Some(v)) => match v.pointer(p) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => {
+                    return unknown(
+                        ErrorCode::MalformedResponse,
+                        format!("HTTP {status} without a reference at {p}"),
+                        Some(status),
+                    );
+                }
+            },
+            (Some(p), None) => {
+                return unknown(
+                    ErrorCode::MalformedResponse,
+                    format!(
+                        "HTTP {status} whose answer is not JSON{} (reference expected at {p})",
+                        if truncated { " or exceeds 64 KiB" } else { "" }
+                    ),
+                    Some(status),
+                );
+            }
+        };
+        let response = match parsed {
+            Some(v) => Some(v),
+            None if body.is_empty() => None,
+            None => Some(serde_json::json!({
+                "text": String::from_utf8_lossy(&body).into_owned(),
+                "truncated": truncated,
+            })),
+        };
+        DeliveryOutcome::Succeeded {
+            status_code: Some(status),
+            external_reference,
+            response,
+        }
+    }
+}
+
+fn unknown(code: ErrorCode, detail: String, status_code: Option<u16>) -> DeliveryOutcome {
+    DeliveryOutcome::Unknown {
+        error: AttemptError {
+            code,
+            detail,
+            status_code,
+        },
+    }
+}
+
+/// A transport error: before the request could have left (connect, DNS, TLS) it is safe to
+/// retry; after (timeout, reset, reused connection closed) the outcome is unknown.
+fn classify_transport_error(e: &reqwest::Error) -> DeliveryOutcome {
+    let chain = error_chain(e);
+    if e.is_connect() {
+        let lower = chain.to_lowercase();
+        let code = if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup")
+        {
+            ErrorCode::Dns
+        } else if lower.contains("tls")
+            || lower.contains("certificate")
+            || lower.contains("handshake")
+        {
+            ErrorCode::Tls
+        } else {
+            ErrorCode::ConnectRefused
+        };
+        return DeliveryOutcome::RetryBeforeExecution {
+            error: AttemptError {
+                code,
+                detail: chain,
+                status_code: None,
+            },
+            retry_after: None,
+        };
+    }
+    if e.is_timeout() {
+        return unknown(ErrorCode::Timeout, chain, None);
+    }
+    unknown(ErrorCode::ConnectionReset, chain, None)
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// A minimal `text/event-stream` reader: finds the first event named `target` and returns its
+/// data (RFC: lines `event:` and `data:`, events end at a blank line).
+#[derive(Default)]
+struct SseParser {
+    buf: Vec<u8>,
+    event: Option<String>,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    fn feed(&mut self, chunk: &[u8], target: &str) -> Option<String> {
+        self.buf.extend_from_slice(chunk);
+        while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=pos).collect();
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                let name = self.event.take().unwrap_or_else(|| "message".into());
+                let data = std::mem::take(&mut self.data).join("\n");
+                if name == target {
+                    return Some(data);
+                }
+            } else if let Some(v) = line.strip_prefix("event:") {
+                self.event = Some(v.trim_start().to_owned());
+            } else if let Some(v) = line.strip_prefix("data:") {
+                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+            }
+            if self.buf.len() > MAX_RESPONSE_BYTES {
+                self.buf.clear();
+            }
+        }
+        None
+    }
+}

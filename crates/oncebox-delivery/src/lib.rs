@@ -1,0 +1,10 @@
+//! Delivery adapters: turn one attempt of an intent into one request at its destination,
+//! carrying the stable idempotency key, and classify the answer into a
+//! [`DeliveryOutcome`] — the only place where that decision is made (DESIGN §5 Classify).
+
+mod classify;
+mod http;
+
+pub use classify::{StatusClass, StatusOverrides, classify_status};
+pub use http::{DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider};
+pub use oncebox_core::DeliveryOutcome;

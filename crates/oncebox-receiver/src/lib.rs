@@ -1,0 +1,331 @@
+//! A reference receiver: an HTTP/1.1 endpoint on 127.0.0.1 that executes "effects" and counts
+//! them per idempotency key, so that tests and the demo can prove one effect per intent.
+//!
+//! It speaks just enough HTTP (request line, headers, `Content-Length` body, keep-alive) to be
+//! in full control of the connection: a fault can execute the effect and then close the socket
+//! without a byte of answer, which a framework would not allow.
+//!
+//! # Faults
+//! Per request, the receiver picks a [`Fault`]: from the body's `"faults"` list (index = how
+//! many requests it has seen for that key; beyond the list, `ok`), else, when `drop_rate` is
+//! set, a seeded draw drops that fraction of answers after executing.
+//!
+//! | fault | executes? | answer |
+//! |---|---|---|
+//! | `ok` | yes | 201 `{"id": "ref-<key>"}` |
+//! | `drop` | yes | none: the connection is closed |
+//! | `slow:MS` | yes | 201 after MS milliseconds |
+//! | `503:S`, `429:S` | no | that status with `Retry-After: S` |
+//! | `400`, `409`, `422` | no | that status |
+//! | `500` | yes | 500 (the effect happened; the client cannot know) |
+//! | `sse` | yes | `text/event-stream` ending with `event: done` |
+//! | `sse_cut` | yes | `text/event-stream` closed before `done` |
+//!
+//! With `honours_keys`, a request whose key already has an effect executes nothing new and gets
+//! the first answer again, as a receiver implementing the Idempotency-Key draft would.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// How the receiver behaves.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiverConfig {
+    /// Replay the first answer for a repeated key instead of executing again.
+    pub honours_keys: bool,
+    /// Fraction (0–1) of answers to drop after executing, when the body names no faults.
+    pub drop_rate: f64,
+    /// Seed of the drop draw.
+    pub seed: u64,
+}
+
+/// What the receiver does with one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Execute and answer 201.
+    Ok,
+    /// Execute, then close the connection without answering.
+    Drop,
+    /// Execute, answer after this many milliseconds.
+    Slow(u64),
+    /// Do not execute; answer this status with `Retry-After` seconds.
+    RetryAfter(u16, u64),
+    /// Do not execute; answer this status.
+    Reject(u16),
+    /// Execute; answer 500.
+    ServerError,
+    /// Execute; stream events ending with `done`.
+    Sse,
+    /// Execute; stream events and close before `done`.
+    SseCut,
+}
+
+impl Fault {
+    fn parse(s: &str) -> Fault {
+        let (name, arg) = s.split_once(':').unwrap_or((s, ""));
+        let n = arg.parse::<u64>().unwrap_or(0);
+        match name {
+            "drop" => Fault::Drop,
+            "slow" => Fault::Slow(n),
+            "503" => Fault::RetryAfter(503, n),
+            "429" => Fault::RetryAfter(429, n),
+            "500" => Fault::ServerError,
+            "sse" => Fault::Sse,
+            "sse_cut" => Fault::SseCut,
+            other => other.parse::<u16>().map_or(Fault::Ok, Fault::Reject),
+        }
+    }
+
+    fn executes(&self) -> bool {
+        !matches!(self, Fault::RetryAfter(..) | Fault::Reject(_))
+    }
+}
+
+/// One request as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The `Idempotency-Key` header.
+    pub key: String,
+    /// The `X-Oncebox-Attempt` header.
+    pub attempt: Option<u32>,
+    /// When it arrived.
+    pub at: std::time::Instant,
+    /// The fault applied.
+    pub fault: Fault,
+    /// Whether it executed an effect.
+    pub executed: bool,
+}
+
+#[derive(Default)]
+struct State {
+    effects: HashMap<String, u32>,
+    seen: Vec<Seen>,
+    requests_per_key: HashMap<String, usize>,
+    rng: u64,
+}
+
+/// A running receiver. Dropping it stops accepting connections.
+pub struct Receiver {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Receiver {
+    /// Starts a receiver on 127.0.0.1 at an ephemeral port.
+    ///
+    /// # Errors
+    /// The bind error.
+    pub async fn start(config: ReceiverConfig) -> std::io::Result<Receiver> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State {
+            rng: config.seed | 1,
+            ..State::default()
+        }));
+        let config = Arc::new(config);
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (st, config) = (st.clone(), config.clone());
+                tokio::spawn(async move {
+                    let _ = serve(stream, st, config).await;
+                });
+            }
+        });
+        Ok(Receiver { addr, state, task })
+    }
+
+    /// The URL to configure as the destination, e.g. `http://127.0.0.1:41234/effects`.
+    pub fn url(&self) -> String {
+        format!("http://{}/effects", self.addr)
+    }
+
+    /// Effects executed per key.
+    pub fn effects(&self) -> HashMap<String, u32> {
+        self.lock().effects.clone()
+    }
+
+    /// Every request seen, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.lock().seen.clone()
+    }
+
+    /// Total effects executed.
+    pub fn total_effects(&self) -> u64 {
+        self.lock().effects.values().map(|n| u64::from(*n)).sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    state: Arc<Mutex<State>>,
+    config: Arc<ReceiverConfig>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        let Some((head_len, content_length)) = read_head(&mut stream, &mut buf).await? else {
+            return Ok(());
+        };
+        while buf.len() < head_len + content_length {
+            let mut chunk = [0u8; 8192];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
+        let body: Value = serde_json::from_slice(&buf[head_len..head_len + content_length])
+            .unwrap_or(Value::Null);
+        buf.drain(..head_len + content_length);
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_owned())
+            })
+        };
+        let key = header("Idempotency-Key").unwrap_or_default();
+        let attempt = header("X-Oncebox-Attempt").and_then(|a| a.parse().ok());
+
+        let (fault, executed, replay) = {
+            let mut st = state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = {
+                let c = st.requests_per_key.entry(key.clone()).or_insert(0);
+                *c += 1;
+                *c - 1
+            };
+            let scripted = body.get("faults").and_then(Value::as_array).map(|f| {
+                f.get(n)
+                    .and_then(Value::as_str)
+                    .map_or(Fault::Ok, Fault::parse)
+            });
+            let fault = match scripted {
+                Some(f) => f,
+                None if config.drop_rate > 0.0 => {
+                    st.rng ^= st.rng << 13;
+                    st.rng ^= st.rng >> 7;
+                    st.rng ^= st.rng << 17;
+                    if (st.rng % 10_000) as f64 / 10_000.0 < config.drop_rate {
+                        Fault::Drop
+                    } else {
+                        Fault::Ok
+                    }
+                }
+                None => Fault::Ok,
+            };
+            let replay = config.honours_keys && st.effects.contains_key(&key);
+            let executed = fault.executes() && !replay;
+            if executed {
+                *st.effects.entry(key.clone()).or_insert(0) += 1;
+            }
+            st.seen.push(Seen {
+                key: key.clone(),
+                attempt,
+                at: std::time::Instant::now(),
+                fault: fault.clone(),
+                executed,
+            });
+            (fault, executed, replay)
+        };
+        tracing::debug!(%key, ?fault, executed, replay, "receiver");
+        let ok_body = json!({"id": format!("ref-{key}"), "replayed": replay}).to_string();
+        match fault {
+            Fault::Ok => respond(&mut stream, 201, &[], &ok_body).await?,
+            Fault::Drop => return Ok(()),
+            Fault::Slow(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                respond(&mut stream, 201, &[], &ok_body).await?;
+            }
+            Fault::RetryAfter(status, secs) => {
+                respond(
+                    &mut stream,
+                    status,
+                    &[("Retry-After", secs.to_string())],
+                    "{\"error\":\"busy\"}",
+                )
+                .await?;
+            }
+            Fault::Reject(status) => {
+                respond(&mut stream, status, &[], "{\"error\":\"rejected\"}").await?
+            }
+            Fault::ServerError => respond(&mut stream, 500, &[], "{\"error\":\"oops\"}").await?,
+            Fault::Sse | Fault::SseCut => {
+                let mut events = String::from("event: progress\ndata: {\"step\":1}\n\n");
+                if fault == Fault::Sse {
+                    events.push_str(&format!("event: done\ndata: {ok_body}\n\n"));
+                }
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                stream.write_all(head.as_bytes()).await?;
+                stream.write_all(events.as_bytes()).await?;
+                stream.flush().await?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reads until the end of the request head; returns its length and the Content-Length.
+async fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(usize, usize)>> {
+    loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..pos]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            return Ok(Some((pos + 4, len)));
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(&str, String)],
+    body: &str,
+) -> std::io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.push_str(body);
+    stream.write_all(out.as_bytes()).await?;
+    stream.flush().await
+}
