@@ -6,5 +6,7 @@ mod classify;
 mod http;
 
 pub use classify::{StatusClass, StatusOverrides, classify_status};
-pub use http::{DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider};
+pub use http::{
+    BuildError, DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider,
+};
 pub use oncebox_core::DeliveryOutcome;

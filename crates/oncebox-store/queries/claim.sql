@@ -1,8 +1,9 @@
 -- Claim: lease up to $3 outbox rows of phase $1 for worker $2, for $4 seconds, in one
 -- statement committed at once. Ready rows are taken in available_at order; rows whose lease
 -- expired (a crashed or stalled worker) are taken back. Every claim bumps the fencing epoch.
--- `lease_taken_over` marks rows taken from another worker; with dispatched_at set, that
--- worker's attempt has an unknown outcome.
+-- Returns what the worker needs of each intent, so a delivery needs no further read.
+-- `lease_taken_over` marks rows taken from another worker; `dispatched_at` set means an
+-- earlier attempt may have reached the destination: its outcome is unknown.
 WITH ready AS (
     SELECT intent_id FROM oncebox.outbox
     WHERE phase = $1 AND lease_owner IS NULL AND available_at <= now()
@@ -25,6 +26,10 @@ UPDATE oncebox.outbox o
 SET lease_owner = $2,
     lease_expires_at = now() + make_interval(secs => $4),
     epoch = o.epoch + 1
+FROM oncebox.intents i
 WHERE o.phase = $1 AND o.intent_id = ANY (ARRAY(SELECT intent_id FROM picked))
+  AND i.id = o.intent_id
 RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.dispatched_at, o.arguments,
-          o.lease_expires_at, o.intent_id IN (SELECT intent_id FROM expired) AS lease_taken_over
+          o.lease_expires_at, o.intent_id IN (SELECT intent_id FROM expired) AS lease_taken_over,
+          i.tenant_id, i.idempotency_key, i.action, i.request_hash, i.payload, i.status,
+          i.deadline, i.deadline IS NOT NULL AND i.deadline <= now() AS deadline_passed

@@ -29,7 +29,7 @@ impl Phase {
     }
 }
 
-/// An outbox row leased to the caller.
+/// An outbox row leased to the caller, with what the worker needs of its intent.
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct ClaimedRow {
     /// The intent it works on; with the phase, the row's identity.
@@ -48,6 +48,29 @@ pub struct ClaimedRow {
     pub lease_expires_at: DateTime<Utc>,
     /// True when the row was taken from a worker whose lease expired.
     pub lease_taken_over: bool,
+    /// The intent's tenant.
+    pub tenant_id: String,
+    /// The intent's key.
+    pub idempotency_key: String,
+    /// The intent's action.
+    pub action: String,
+    /// The intent's request hash.
+    pub request_hash: String,
+    /// The redacted arguments (deliver `arguments` instead when present).
+    pub payload: Json<Value>,
+    /// The intent's status at claim time.
+    pub status: String,
+    /// The intent's deadline.
+    pub deadline: Option<DateTime<Utc>>,
+    /// True when the deadline has passed (by the database's clock).
+    pub deadline_passed: bool,
+}
+
+impl ClaimedRow {
+    /// The arguments to deliver: the unredacted copy when redaction changed them.
+    pub fn delivery_arguments(&self) -> &Value {
+        self.arguments.as_ref().map_or(&self.payload.0, |a| &a.0)
+    }
 }
 
 /// Leases up to `limit` rows of `phase` to `worker` for `lease`, in one auto-committed

@@ -8,6 +8,7 @@
 mod claim;
 mod error;
 mod intent;
+mod record;
 mod submit;
 mod wake;
 
@@ -19,6 +20,7 @@ use sqlx::{PgPool, migrate::Migrator};
 pub use claim::{ClaimedRow, Phase, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
+pub use record::{Completion, Next, Report, mark_dispatched, record, release, renew};
 pub use submit::{Intake, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 

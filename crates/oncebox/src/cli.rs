@@ -53,6 +53,10 @@ pub(crate) enum Command {
     /// Show one intent by tenant and idempotency key.
     #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
+    /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
+    /// Stops on SIGTERM or SIGINT after finishing (or releasing) in-flight work; exit 0.
+    #[command(after_help = EXIT_CODES)]
+    Worker(WorkerArgs),
     /// Measure throughput against a raw Postgres baseline run in the same process.
     #[command(after_help = EXIT_CODES)]
     Bench(BenchArgs),
@@ -100,6 +104,40 @@ pub(crate) struct SubmitArgs {
     /// No attempt starts after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z).
     #[arg(long)]
     pub(crate) deadline: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The configuration file (actions and destinations).
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: PathBuf,
+    /// Deliveries in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) concurrency: usize,
+    /// This worker's name (lease owner, logs, retry report); default host-pid.
+    #[arg(long)]
+    pub(crate) id: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz), e.g. 127.0.0.1:9187.
+    #[arg(long)]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    /// Lease length; must exceed every destination timeout by 2 s (e.g. "30s").
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub(crate) lease: std::time::Duration,
+    /// Poll for work this often when no notification arrives (e.g. "500ms").
+    #[arg(long, default_value = "500ms", value_parser = duration)]
+    pub(crate) poll_interval: std::time::Duration,
+    /// On SIGTERM, wait this long for in-flight deliveries before releasing them.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub(crate) grace: std::time::Duration,
+    /// Rows per claim, at most.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) batch: usize,
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    oncebox_core::config::parse_duration(s)
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod commands;
 mod demo;
 mod exit;
 mod output;
+mod run_worker;
 mod scratch;
 
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
             Command::Submit(args) => commands::submit(args, json).await,
             Command::Hash(args) => commands::hash(args, json),
             Command::Show(args) => commands::show(args, json).await,
+            Command::Worker(args) => run_worker::run(args).await,
             Command::Bench(args) => bench::run(args, json).await,
             Command::Demo(args) => demo::run(args, json).await,
         }

@@ -1,0 +1,56 @@
+-- Record (fenced, batched): the outcomes of several deliveries in one statement — journal
+-- status, the attempts row, and the outbox row deleted ('done'), rescheduled ('retry') or
+-- turned into a reconciliation ('reconcile'). Only rows still leased to worker $17 at the given
+-- epoch are written: a stale worker writes nothing. Returns the intents written.
+WITH f AS (
+    SELECT * FROM unnest(
+        $1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[],
+        $7::jsonb[], $8::text[], $9::float8[], $10::text[], $11::int[], $12::text[],
+        $13::text[], $14::float8[], $15::text[], $16::bool[])
+      AS f(intent_id, epoch, attempt, status, response, external_reference,
+           last_error, next, delay_secs, outcome, status_code, error_code,
+           detail, started_secs_ago, phase, counts_attempt)
+), owned AS (
+    SELECT f.* FROM f
+    JOIN oncebox.outbox o
+      ON o.intent_id = f.intent_id AND o.phase = f.phase
+     AND o.epoch = f.epoch AND o.lease_owner = $17
+    FOR UPDATE OF o
+), done AS (
+    DELETE FROM oncebox.outbox o USING owned
+    WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase AND owned.next = 'done'
+    RETURNING o.intent_id
+), moved AS (
+    UPDATE oncebox.outbox o
+    SET lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL,
+        attempt = owned.attempt,
+        phase = CASE owned.next WHEN 'reconcile' THEN 'reconcile' ELSE o.phase END,
+        available_at = now() + make_interval(secs => owned.delay_secs)
+    FROM owned
+    WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase
+      AND owned.next IN ('retry', 'reconcile')
+    RETURNING o.intent_id
+), journal AS (
+    UPDATE oncebox.intents i
+    SET status = owned.status,
+        attempt_count = owned.attempt,
+        response = coalesce(owned.response, i.response),
+        external_reference = coalesce(owned.external_reference, i.external_reference),
+        last_error = owned.last_error,
+        updated_at = now(),
+        completed_at = CASE WHEN owned.status IN ('succeeded', 'failed', 'cancelled', 'expired')
+                            THEN now() END
+    FROM owned
+    WHERE i.id = owned.intent_id
+    RETURNING i.id
+), report AS (
+    INSERT INTO oncebox.attempts
+        (intent_id, attempt, epoch, worker, phase, started_at, finished_at,
+         outcome, status_code, error_code, detail)
+    SELECT intent_id, attempt, epoch, $17, phase,
+           now() - make_interval(secs => started_secs_ago), now(),
+           outcome, status_code, error_code, detail
+    FROM owned WHERE counts_attempt
+    RETURNING intent_id
+)
+SELECT intent_id FROM owned

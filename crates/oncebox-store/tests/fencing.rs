@@ -1,0 +1,142 @@
+//! Fencing: a worker whose lease was taken over can write nothing — not a dispatch mark, not an
+//! outcome, not a renewal — while the new owner's writes go through.
+
+use std::time::Duration;
+
+use oncebox_core::{NewIntent, Status};
+use oncebox_store::{
+    Completion, Intake, Next, Phase, Report, claim, mark_dispatched, record, renew,
+};
+use serde_json::json;
+use sqlx::PgPool;
+
+fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
+    Completion {
+        intent_id,
+        phase: Phase::Deliver,
+        epoch,
+        attempt: 1,
+        status: Status::Succeeded,
+        response: Some(json!({"by": who})),
+        external_reference: Some(format!("ref-{who}")),
+        last_error: None,
+        next: Next::Done,
+        report: Some(Report {
+            outcome: "succeeded".into(),
+            status_code: Some(201),
+            error_code: None,
+            detail: None,
+            elapsed: Duration::from_millis(3),
+        }),
+    }
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
+    let intake = Intake::from_actions([("a".to_owned(), vec![])]);
+    let mut tx = pool.begin().await.expect("begin");
+    let id = intake
+        .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
+        .await
+        .expect("submit")
+        .intent
+        .id;
+    tx.commit().await.expect("commit");
+    let mut conn = pool.acquire().await.expect("conn");
+
+    let a = claim(
+        &mut conn,
+        Phase::Deliver,
+        "stale",
+        10,
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("claim a");
+    assert_eq!(a[0].epoch, 1);
+    sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'")
+        .execute(&mut *conn)
+        .await
+        .expect("expire");
+    let b = claim(
+        &mut conn,
+        Phase::Deliver,
+        "owner",
+        10,
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("claim b");
+    assert_eq!((b[0].epoch, b[0].lease_taken_over), (2, true));
+
+    // The stale worker (epoch 1) is fenced out of every write.
+    assert!(
+        mark_dispatched(&mut conn, "stale", &[(id, 1)])
+            .await
+            .expect("mark")
+            .is_empty()
+    );
+    assert!(
+        renew(
+            &mut conn,
+            "stale",
+            Phase::Deliver,
+            &[(id, 1)],
+            Duration::from_secs(30)
+        )
+        .await
+        .expect("renew")
+        .is_empty()
+    );
+    assert!(
+        record(&mut conn, "stale", &[succeeded(id, 1, "stale")])
+            .await
+            .expect("record")
+            .is_empty()
+    );
+    // Even with the right epoch, another owner's name is refused.
+    assert!(
+        record(&mut conn, "stale", &[succeeded(id, 2, "stale")])
+            .await
+            .expect("record")
+            .is_empty()
+    );
+    let (status, attempts, dispatched): (String, i64, Option<String>) = sqlx::query_as(
+        "SELECT i.status, (SELECT count(*) FROM oncebox.attempts), o.dispatched_at::text
+         FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("state");
+    assert_eq!(
+        (status.as_str(), attempts, dispatched),
+        ("pending", 0, None),
+        "the stale worker wrote nothing"
+    );
+
+    // The owner's record goes through, whole: journal, report, outbox row gone.
+    assert_eq!(
+        record(&mut conn, "owner", &[succeeded(id, 2, "owner")])
+            .await
+            .expect("record"),
+        vec![id]
+    );
+    let (status, reference, attempts, outbox): (String, String, i64, i64) = sqlx::query_as(
+        "SELECT status, external_reference, (SELECT count(*) FROM oncebox.attempts),
+                (SELECT count(*) FROM oncebox.outbox) FROM oncebox.intents",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("state");
+    assert_eq!(
+        (status.as_str(), reference.as_str(), attempts, outbox),
+        ("succeeded", "ref-owner", 1, 0)
+    );
+    // And a late stale write after completion still changes nothing.
+    assert!(
+        record(&mut conn, "stale", &[succeeded(id, 1, "stale")])
+            .await
+            .expect("record")
+            .is_empty()
+    );
+}

@@ -1,0 +1,17 @@
+//! The worker pool (DESIGN §5 Claim, Dispatch, Record, Classify, Unknown).
+//!
+//! One [`run`] call is one worker: it claims batches of deliver-phase outbox rows (SKIP LOCKED,
+//! lease, epoch + 1), marks rows for destinations that do not honour keys as dispatched (fenced)
+//! before calling them, delivers with bounded concurrency, and records outcomes in batches,
+//! fenced on the epoch. No database transaction is open while a destination is called.
+//! Run as many worker processes as you like: SKIP LOCKED shares the work.
+
+mod decide;
+mod metrics;
+mod routes;
+mod worker;
+
+pub use decide::decide;
+pub use metrics::Metrics;
+pub use routes::{Route, RouteError, Routes};
+pub use worker::{WorkerError, WorkerSettings, run};

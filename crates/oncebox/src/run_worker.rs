@@ -1,0 +1,88 @@
+//! `oncebox worker`: one delivery worker process.
+
+use std::sync::Arc;
+
+use oncebox_worker::{Metrics, Routes, WorkerSettings};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{DbArgs, WorkerArgs};
+use crate::commands::{connect, load_config};
+use crate::exit::{CliError, CliResult};
+
+pub(crate) async fn run(args: WorkerArgs) -> CliResult {
+    let mut config = load_config(&args.config)?;
+    config
+        .resolve_env(|name| std::env::var(name).ok())
+        .map_err(|e| CliError::usage(e.field.clone(), e.to_string()))?;
+    let routes =
+        Routes::from_config(&config).map_err(|e| CliError::usage("destinations", e.to_string()))?;
+    if args.concurrency == 0 || args.batch == 0 {
+        return Err(CliError::usage(
+            "concurrency",
+            "--concurrency and --batch must be at least 1",
+        ));
+    }
+    let id = args.id.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    // Claims, dispatch marks, records, renewals and the LISTEN connection each take a connection.
+    let pool = connect(
+        &DbArgs {
+            database_url: args.db.database_url.clone(),
+        },
+        8,
+    )
+    .await?;
+    let metrics = Arc::new(Metrics::default());
+    let cancel = CancellationToken::new();
+    if let Some(addr) = args.metrics_addr {
+        let bound = metrics
+            .clone()
+            .serve(addr, cancel.clone())
+            .await
+            .map_err(|e| {
+                CliError::usage("metrics_addr", format!("cannot listen on {addr}: {e}"))
+            })?;
+        tracing::info!(%bound, "metrics at /metrics");
+    }
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: stopping");
+        stop.cancel();
+    });
+    let settings = WorkerSettings {
+        id,
+        concurrency: args.concurrency,
+        batch: args.batch,
+        lease: args.lease,
+        poll_interval: args.poll_interval,
+        grace: args.grace,
+        ..WorkerSettings::default()
+    };
+    oncebox_worker::run(pool, routes, settings, metrics, cancel)
+        .await
+        .map_err(|e| match e {
+            oncebox_worker::WorkerError::Settings(m) => CliError::usage("lease", m),
+            other => CliError::Other(other.into()),
+        })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,487 @@
+//! The delivery workers end to end: real `oncebox worker` processes, a real receiver, the real
+//! Postgres; crashes are real SIGKILLs or aborts at named points. Effects are counted at the
+//! receiver.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use oncebox_core::NewIntent;
+use oncebox_core::config::Config;
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use oncebox_store::Intake;
+use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection, PgPool, Row};
+
+const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
+
+fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn url_for(db: &str) -> String {
+    let base = server_url();
+    let base = base.split('?').next().unwrap_or_default().to_owned();
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let cut = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    format!("{}/{db}", &base[..cut])
+}
+
+/// A database and a config file of one test's own.
+struct Env {
+    name: String,
+    url: String,
+    config: PathBuf,
+    pool: PgPool,
+    intake: Intake,
+}
+
+impl Env {
+    async fn new(test: &str, config: &str) -> Env {
+        let name = format!("oncebox_w_{test}_{}", std::process::id());
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin");
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut admin)
+                .await
+                .expect("create db");
+        }
+        let url = url_for(&name);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .connect(&url)
+            .await
+            .expect("pool");
+        oncebox_store::migrate(&pool).await.expect("migrate");
+        let path = std::env::temp_dir().join(format!("{name}.toml"));
+        std::fs::write(&path, config).expect("config file");
+        let intake = Intake::new(&Config::from_toml(config).expect("valid config"));
+        Env {
+            name,
+            url,
+            config: path,
+            pool,
+            intake,
+        }
+    }
+
+    async fn submit(&self, intent: NewIntent) {
+        let mut tx = self.pool.begin().await.expect("begin");
+        self.intake.submit(&mut tx, intent).await.expect("submit");
+        tx.commit().await.expect("commit");
+    }
+
+    fn worker(&self, id: &str, extra_env: &[(&str, &str)], lease: &str) -> Child {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--config"])
+            .arg(&self.config)
+            .args([
+                "--id",
+                id,
+                "--lease",
+                lease,
+                "--poll-interval",
+                "100ms",
+                "--grace",
+                "2s",
+                "--concurrency",
+                "32",
+            ])
+            .env("DATABASE_URL", &self.url)
+            .env("ONCEBOX_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("spawn worker")
+    }
+
+    async fn status_counts(&self) -> HashMap<String, i64> {
+        sqlx::query("SELECT status, count(*) AS n FROM oncebox.intents GROUP BY status")
+            .fetch_all(&self.pool)
+            .await
+            .expect("counts")
+            .into_iter()
+            .map(|r| (r.get("status"), r.get("n")))
+            .collect()
+    }
+
+    async fn status_of(&self, key: &str) -> String {
+        sqlx::query_scalar("SELECT status FROM oncebox.intents WHERE idempotency_key = $1")
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .expect("status")
+    }
+
+    /// Waits until `done` holds, checking every 100 ms, for at most `limit`.
+    async fn wait_until<F, Fut>(&self, limit: Duration, what: &str, mut done: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !done().await {
+            assert!(
+                start.elapsed() < limit,
+                "timed out after {limit:?} waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn drop_db(self) {
+        self.pool.close().await;
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await;
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+/// Waits for a child without blocking the runtime (the receiver runs on it).
+async fn exited(child: &mut Child) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGTERM, then wait for the exit.
+async fn stop(mut child: Child) -> std::process::ExitStatus {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    exited(&mut child).await
+}
+
+fn config(url: &str, idempotency: &str, extra: &str) -> String {
+    format!(
+        r#"
+[actions.create_invoice]
+destination = "billing"
+
+[destinations.billing]
+kind = "http"
+url = "{url}"
+idempotency = "{idempotency}"
+timeout = "1s"
+reference_pointer = "/id"
+{extra}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
+    const N: usize = 2_000;
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        drop_rate: 0.10,
+        seed: 42,
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new(
+        "storm",
+        &config(
+            &rx.url(),
+            "key",
+            "[destinations.billing.retry]\nmax_attempts = 30\ninitial_delay = \"50ms\"\nmax_delay = \"500ms\"",
+        ),
+    )
+    .await;
+    for i in 0..N {
+        env.submit(NewIntent::new(
+            "t1",
+            format!("storm-{i}"),
+            "create_invoice",
+            json!({"n": i}),
+        ))
+        .await;
+    }
+    let mut workers: Vec<Child> = (0..4)
+        .map(|w| env.worker(&format!("w{w}"), &[], "3s"))
+        .collect();
+    let mut kills = 0;
+    let start = Instant::now();
+    loop {
+        let open: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+                .fetch_one(&env.pool)
+                .await
+                .expect("open");
+        if open == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "{open} intents still open after 180 s"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Kill one worker (SIGKILL: no clean-up at all) and start a replacement.
+        let victim = kills % workers.len();
+        workers[victim].kill().expect("SIGKILL");
+        exited(&mut workers[victim]).await;
+        workers[victim] = env.worker(&format!("w{victim}-{kills}"), &[], "3s");
+        kills += 1;
+    }
+    for w in workers {
+        stop(w).await;
+    }
+    let effects = rx.effects();
+    assert_eq!(effects.len(), N, "every intent reached the receiver");
+    let dup: Vec<_> = effects.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(dup.is_empty(), "duplicate effects: {dup:?}");
+    assert_eq!(
+        env.status_counts().await.get("succeeded"),
+        Some(&(N as i64))
+    );
+    let (attempt_rows, unknown_rows): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE outcome = 'unknown') FROM oncebox.attempts",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("attempts");
+    let requests = rx.seen().len();
+    println!(
+        "storm: {N} intents, {kills} workers killed, {requests} requests, {attempt_rows} attempt rows ({unknown_rows} unknown)"
+    );
+    assert!(kills >= 3, "the storm killed workers");
+    assert!(
+        unknown_rows > 0,
+        "dropped answers show in the retry report as unknown, then retried"
+    );
+    assert!(requests > N, "retries happened");
+    env.drop_db().await;
+}
+
+fn lookup_config(url: &str) -> String {
+    config(
+        url,
+        "lookup",
+        "[destinations.billing.lookup]\nurl = \"http://127.0.0.1:9/find?key={key}\"",
+    )
+}
+
+#[tokio::test]
+async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_second_effect() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("after_call", &lookup_config(&rx.url())).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "dispatched-1",
+        "create_invoice",
+        json!({"n": 1}),
+    ))
+    .await;
+    let mut crashing = env.worker("crasher", &[("ONCEBOX_CRASH_AT", "after_call")], "3s");
+    let status = exited(&mut crashing).await;
+    assert!(!status.success(), "the worker aborted at the crash point");
+    assert_eq!(
+        rx.effects().get("dispatched-1"),
+        Some(&1),
+        "the receiver executed once"
+    );
+    assert_eq!(env.status_of("dispatched-1").await, "in_flight");
+
+    let survivor = env.worker("survivor", &[], "3s");
+    env.wait_until(Duration::from_secs(20), "status unknown", || async {
+        env.status_of("dispatched-1").await == "unknown"
+    })
+    .await;
+    let phase: String = sqlx::query_scalar("SELECT phase FROM oncebox.outbox WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'dispatched-1')")
+        .fetch_one(&env.pool)
+        .await
+        .expect("outbox row");
+    assert_eq!(phase, "reconcile", "a reconciliation is queued");
+    let report: String =
+        sqlx::query_scalar("SELECT outcome FROM oncebox.attempts ORDER BY id DESC LIMIT 1")
+            .fetch_one(&env.pool)
+            .await
+            .expect("report");
+    assert_eq!(report, "previous_outcome_unknown");
+    assert!(
+        stop(survivor).await.success(),
+        "SIGTERM ends the worker with exit 0"
+    );
+    assert_eq!(
+        rx.effects().get("dispatched-1"),
+        Some(&1),
+        "no blind re-send"
+    );
+    assert_eq!(rx.seen().len(), 1);
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn killed_before_dispatch_another_worker_delivers_once_after_the_lease() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("after_claim", &lookup_config(&rx.url())).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "claimed-1",
+        "create_invoice",
+        json!({"n": 1}),
+    ))
+    .await;
+    let mut crashing = env.worker("crasher", &[("ONCEBOX_CRASH_AT", "after_claim")], "3s");
+    assert!(!exited(&mut crashing).await.success());
+    let owner: Option<String> = sqlx::query_scalar("SELECT lease_owner FROM oncebox.outbox")
+        .fetch_one(&env.pool)
+        .await
+        .expect("lease");
+    assert_eq!(
+        owner.as_deref(),
+        Some("crasher"),
+        "the dead worker still holds the lease"
+    );
+    assert!(rx.seen().is_empty(), "nothing was sent");
+
+    let taken_at = Instant::now();
+    let survivor = env.worker("survivor", &[], "3s");
+    env.wait_until(Duration::from_secs(20), "succeeded", || async {
+        env.status_of("claimed-1").await == "succeeded"
+    })
+    .await;
+    assert!(
+        taken_at.elapsed() >= Duration::from_secs(2),
+        "taken over only after the lease expired"
+    );
+    assert!(stop(survivor).await.success());
+    assert_eq!(rx.effects().get("claimed-1"), Some(&1));
+    assert_eq!(rx.seen().len(), 1, "delivered once");
+    let epoch_attempts: (i64, i32) = sqlx::query_as("SELECT epoch, attempt FROM oncebox.attempts")
+        .fetch_one(&env.pool)
+        .await
+        .expect("one attempt row");
+    assert_eq!(
+        epoch_attempts,
+        (2, 1),
+        "second lease (epoch 2), first attempt"
+    );
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn retry_after_deadline_and_exhausted_attempts() {
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new(
+        "retries",
+        &config(&rx.url(), "key", "[destinations.billing.retry]\nmax_attempts = 3\ninitial_delay = \"50ms\"\nmax_delay = \"100ms\""),
+    )
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "retry-after",
+        "create_invoice",
+        json!({"faults": ["503:2", "ok"]}),
+    ))
+    .await;
+    env.submit(NewIntent {
+        deadline: Some(SystemTime::now() + Duration::from_millis(1500)),
+        ..NewIntent::new(
+            "t1",
+            "deadline",
+            "create_invoice",
+            json!({"faults": ["503:5", "ok"]}),
+        )
+    })
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "exhausted",
+        "create_invoice",
+        json!({"faults": ["429:0", "503:0", "503:0", "ok"]}),
+    ))
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "refused",
+        "create_invoice",
+        json!({"faults": ["400"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(30), "all terminal", || async {
+        let open: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+                .fetch_one(&env.pool)
+                .await
+                .expect("open");
+        open == 0
+    })
+    .await;
+    assert!(stop(worker).await.success());
+
+    let seen = rx.seen();
+    let times = |key: &str| {
+        seen.iter()
+            .filter(|s| s.key == key)
+            .map(|s| s.at)
+            .collect::<Vec<_>>()
+    };
+    let ra = times("retry-after");
+    assert_eq!(ra.len(), 2);
+    assert!(
+        ra[1] - ra[0] >= Duration::from_secs(2),
+        "second attempt {:?} after the first",
+        ra[1] - ra[0]
+    );
+    assert_eq!(env.status_of("retry-after").await, "succeeded");
+
+    assert_eq!(times("deadline").len(), 1, "no attempt after the deadline");
+    assert_eq!(env.status_of("deadline").await, "expired");
+
+    assert_eq!(times("exhausted").len(), 3, "max_attempts = 3");
+    assert_eq!(env.status_of("exhausted").await, "failed");
+    let error: Value = sqlx::query_scalar(
+        "SELECT last_error FROM oncebox.intents WHERE idempotency_key = 'exhausted'",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("error");
+    assert_eq!(error["status_code"], 503);
+
+    assert_eq!(times("refused").len(), 1);
+    assert_eq!(env.status_of("refused").await, "failed");
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
+        .fetch_one(&env.pool)
+        .await
+        .expect("n");
+    assert_eq!(attempts, 2 + 1 + 3 + 1, "one report row per attempt");
+    assert_eq!(
+        rx.total_effects(),
+        1,
+        "only retry-after's second attempt executed"
+    );
+    env.drop_db().await;
+}
