@@ -534,7 +534,17 @@ async fn demo_runs_end_to_end_with_faults() {
     assert_eq!(r["duplicates"], 0);
     assert_eq!(r["lost"], 0);
     assert_eq!(r["journal_rows"], 120);
-    assert_eq!(r["outbox_rows"], 120);
+    assert_eq!(r["outbox_rows_left"], 0, "all work done");
+    assert_eq!(r["effects"], 120, "one effect per intent at the receiver");
+    assert_eq!(r["by_status"]["succeeded"], 120);
+    assert!(
+        r["attempts_unknown"].as_u64() > Some(0),
+        "dropped answers were re-sent: {r}"
+    );
+    assert!(
+        r["attempts_busy"].as_u64() > Some(0),
+        "503s were retried: {r}"
+    );
     assert_eq!(r["business_rows"], 120);
     assert!(r["connections_cut"].as_u64() > Some(0), "{r}");
     assert!(r["answers_dropped"].as_u64() > Some(0), "{r}");

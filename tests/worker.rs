@@ -81,6 +81,16 @@ impl Env {
     }
 
     fn worker(&self, id: &str, extra_env: &[(&str, &str)], lease: &str) -> Child {
+        self.worker_with(id, extra_env, lease, &[])
+    }
+
+    fn worker_with(
+        &self,
+        id: &str,
+        extra_env: &[(&str, &str)],
+        lease: &str,
+        args: &[&str],
+    ) -> Child {
         let mut cmd = Command::new(BIN);
         cmd.args(["worker", "--config"])
             .arg(&self.config)
@@ -96,6 +106,7 @@ impl Env {
                 "--concurrency",
                 "32",
             ])
+            .args(args)
             .env("DATABASE_URL", &self.url)
             .env("ONCEBOX_LOG", "warn")
             .stdin(Stdio::null())
@@ -164,6 +175,22 @@ async fn exited(child: &mut Child) -> std::process::ExitStatus {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// GET /metrics from a worker.
+async fn scrape(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("metrics endpoint");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("request");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.expect("response");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
 }
 
 /// SIGTERM, then wait for the exit.
@@ -430,7 +457,13 @@ async fn retry_after_deadline_and_exhausted_attempts() {
         json!({"faults": ["400"]}),
     ))
     .await;
-    let worker = env.worker("w", &[], "5s");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let worker = env.worker_with("w", &[], "5s", &["--metrics-addr", &metrics_addr]);
     env.wait_until(Duration::from_secs(30), "all terminal", || async {
         let open: i64 =
             sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
@@ -440,7 +473,23 @@ async fn retry_after_deadline_and_exhausted_attempts() {
         open == 0
     })
     .await;
+    let metrics = scrape(&metrics_addr).await;
     assert!(stop(worker).await.success());
+    for line in [
+        "oncebox_deliveries_total{destination=\"billing\",outcome=\"succeeded\"} 1",
+        "oncebox_deliveries_total{destination=\"billing\",outcome=\"retry_before_execution\"} 5",
+        "oncebox_deliveries_total{destination=\"billing\",outcome=\"permanent\"} 1",
+        "oncebox_delivery_seconds_count{destination=\"billing\"} 7",
+        "oncebox_leases_lost_total 0",
+        "oncebox_ready_depth ",
+        "oncebox_oldest_ready_age_seconds ",
+        "oncebox_claim_batch_size_count ",
+    ] {
+        assert!(
+            metrics.contains(line),
+            "/metrics lacks {line:?}:\n{metrics}"
+        );
+    }
 
     let seen = rx.seen();
     let times = |key: &str| {

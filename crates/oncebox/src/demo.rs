@@ -3,18 +3,22 @@
 //! Agents record orders and their `create_invoice` intents in one transaction each, while the
 //! demo cuts their database connections before commit, drops answers after commit (the agent
 //! retries with the same key), races two agents on one key, and reuses keys with other
-//! arguments. It then counts what the database holds: one journal row, one outbox row and one
-//! business row per intent — no duplicate, nothing lost — and exits non-zero otherwise.
-//!
-//! Delivery to receivers joins this demo with the worker (DESIGN §5 Claim…Record).
+//! arguments. Meanwhile a pool of real `oncebox worker` processes delivers the intents to an
+//! in-process reference receiver that drops a tenth of its answers after executing and answers
+//! some first attempts 503 with Retry-After; one worker is SIGKILLed mid-run and restarted.
+//! The demo waits until every intent is terminal and counts effects at the receiver: exactly
+//! one per intent, or it exits non-zero.
 
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
+use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::{Intake, SubmitError};
 use serde_json::json;
 use sqlx::{PgPool, Row};
@@ -23,16 +27,30 @@ use crate::cli::DemoArgs;
 use crate::exit::{CliError, CliResult};
 use crate::scratch::ScratchDb;
 
-const DEMO_CONFIG: &str = r#"
+fn demo_config(receiver_url: &str) -> String {
+    format!(
+        r#"
 [actions.create_invoice]
 destination = "billing"
-redact = [{ pointer = "/customer/email", mode = "hash" }]
+redact = [{{ pointer = "/customer/email", mode = "hash" }}]
 
 [destinations.billing]
 kind = "http"
-url = "http://127.0.0.1:9/invoices"
+url = "{receiver_url}"
 idempotency = "key"
-"#;
+timeout = "1s"
+reference_pointer = "/id"
+
+[destinations.billing.retry]
+max_attempts = 20
+initial_delay = "50ms"
+max_delay = "1s"
+"#
+    )
+}
+
+/// Worker processes of the demo's pool.
+const WORKERS: usize = 3;
 
 /// What the agents did and saw.
 #[derive(Default)]
@@ -78,9 +96,29 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     }
     let started = Instant::now();
     let scratch = ScratchDb::create(&args.database_url, &args.database_name).await?;
-    let config = Config::from_toml(DEMO_CONFIG)
+    let receiver = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        drop_rate: 0.10,
+        seed: 7,
+    })
+    .await
+    .context("cannot start the reference receiver")?;
+    let config_text = demo_config(&receiver.url());
+    let config = Config::from_toml(&config_text)
         .map_err(|e| CliError::Other(anyhow::anyhow!("demo config: {e}")))?;
+    let config_path =
+        std::env::temp_dir().join(format!("{}-{}.toml", scratch.name, std::process::id()));
+    std::fs::write(&config_path, &config_text).context("cannot write the demo's config file")?;
     let intake = Intake::new(&config);
+    let mut pool_of_workers = WorkerPool {
+        children: Vec::new(),
+        config: config_path.clone(),
+        url: scratch.url.clone(),
+        spawned: 0,
+    };
+    for _ in 0..WORKERS {
+        pool_of_workers.spawn()?;
+    }
     let pool = scratch
         .pool(u32::try_from(args.agents * 2 + 2).unwrap_or(64))
         .await?;
@@ -101,9 +139,27 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
             Ok::<_, anyhow::Error>(())
         }));
     }
+    // Mid-run, one worker dies without warning (SIGKILL) and a replacement starts.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    pool_of_workers.kill_one()?;
+    pool_of_workers.spawn()?;
     for a in agents {
         a.await.context("an agent panicked")??;
     }
+    // Wait until every intent is terminal (or give up after 45 s: those count as lost).
+    let wait_start = Instant::now();
+    loop {
+        let open: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+                .fetch_one(&pool)
+                .await?;
+        if open == 0 || wait_start.elapsed() > Duration::from_secs(45) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pool_of_workers.stop_all().await;
+    let _ = std::fs::remove_file(&config_path);
 
     let row = sqlx::query(
         "SELECT (SELECT count(*) FROM oncebox.intents) AS journal,
@@ -112,27 +168,65 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
                 (SELECT count(*) FROM demo_orders o
                    WHERE NOT EXISTS (SELECT 1 FROM oncebox.intents i WHERE i.idempotency_key = o.invoice_key)) AS orphans,
                 (SELECT count(*) FROM oncebox.intents WHERE payload::text LIKE '%@example.com%') AS unredacted,
-                (SELECT count(*) FROM oncebox.intents WHERE status = 'pending') AS pending",
+                (SELECT count(*) FROM oncebox.attempts) AS attempts,
+                (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'unknown') AS unknown_attempts,
+                (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'retry_before_execution') AS busy_attempts",
     )
     .fetch_one(&pool)
     .await?;
     let get = |c: &str| row.get::<i64, _>(c) as usize;
-    let (journal, outbox, orders, orphans, unredacted, pending) = (
+    let (journal, outbox, orders, orphans, unredacted) = (
         get("journal"),
         get("outbox"),
         get("orders"),
         get("orphans"),
         get("unredacted"),
-        get("pending"),
     );
+    let (attempts, unknown_attempts, busy_attempts) = (
+        get("attempts"),
+        get("unknown_attempts"),
+        get("busy_attempts"),
+    );
+    let by_status: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM oncebox.intents GROUP BY status ORDER BY status",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let succeeded_keys: Vec<String> = sqlx::query_scalar(
+        "SELECT idempotency_key FROM oncebox.intents WHERE status = 'succeeded'",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let effects = receiver.effects();
+    let effect_total: usize = effects.values().map(|c| *c as usize).sum();
+    let requests = receiver.seen().len();
     let n = args.intents;
+    // A duplicate: a second journal row, a second effect for one key, or a replay that named
+    // another intent. Lost: an intent or business row missing, an intent not terminal, a
+    // succeeded intent without its effect, or an effect without its intent.
     let duplicates = journal.saturating_sub(n)
-        + outbox.saturating_sub(n)
+        + effects
+            .values()
+            .map(|c| (*c as usize).saturating_sub(1))
+            .sum::<usize>()
         + tally.wrong_replay.load(Ordering::Relaxed);
-    let lost =
-        n.saturating_sub(journal) + n.saturating_sub(outbox) + n.saturating_sub(orders) + orphans;
+    let terminal: usize = by_status
+        .iter()
+        .filter(|(st, _)| ["succeeded", "failed", "cancelled", "expired"].contains(&st.as_str()))
+        .map(|(_, c)| *c as usize)
+        .sum();
+    let missing_effects = succeeded_keys
+        .iter()
+        .filter(|k| !effects.contains_key(*k))
+        .count();
+    let lost = n.saturating_sub(journal)
+        + n.saturating_sub(orders)
+        + orphans
+        + journal.saturating_sub(terminal)
+        + missing_effects
+        + effects.len().saturating_sub(succeeded_keys.len());
     let t = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-    let ok = duplicates == 0 && lost == 0 && unredacted == 0;
+    let ok = duplicates == 0 && lost == 0 && unredacted == 0 && outbox == 0;
 
     if json_out {
         println!(
@@ -142,34 +236,45 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
                 "created": t(&tally.created), "replayed": t(&tally.replayed),
                 "conflicts_refused": t(&tally.conflicts), "connections_cut": t(&tally.cut),
                 "answers_dropped": t(&tally.answers_dropped),
-                "journal_rows": journal, "outbox_rows": outbox, "business_rows": orders,
-                "by_status": {"pending": pending}, "unredacted": unredacted,
+                "journal_rows": journal, "outbox_rows_left": outbox, "business_rows": orders,
+                "attempts": attempts, "attempts_unknown": unknown_attempts, "attempts_busy": busy_attempts,
+                "receiver_requests": requests, "effects": effect_total, "workers_killed": 1,
+                "by_status": by_status.iter().map(|(s, c)| (s.clone(), json!(c))).collect::<serde_json::Map<_, _>>(),
+                "unredacted": unredacted,
                 "duplicates": duplicates, "lost": lost, "ok": ok,
                 "seconds": started.elapsed().as_secs_f64(),
             })
         );
     } else {
         println!(
-            "oncebox demo — {n} intents from {} agents, faults injected",
+            "oncebox demo — {n} intents from {} agents, {WORKERS} worker processes (1 SIGKILLed), faults injected",
             args.agents
         );
-        let rows: [(&str, usize); 12] = [
-            ("submit calls (with retries)", t(&tally.calls)),
+        let rows: [(&str, usize); 15] = [
+            ("intake: submit calls (with retries)", t(&tally.calls)),
             ("  created", t(&tally.created)),
             ("  replayed (same key, same request)", t(&tally.replayed)),
             ("  refused: key reused, other request", t(&tally.conflicts)),
             ("  connections cut before commit", t(&tally.cut)),
-            ("  answers dropped after commit", t(&tally.answers_dropped)),
-            ("journal rows", journal),
-            ("outbox rows", outbox),
+            ("  answers lost after commit", t(&tally.answers_dropped)),
+            ("journal rows (intents)", journal),
             ("business rows (same transactions)", orders),
-            ("  pending (delivery: see README)", pending),
+            ("delivery: attempts", attempts),
+            ("  unknown (answer dropped, re-sent)", unknown_attempts),
+            ("  503 with Retry-After", busy_attempts),
+            ("  requests at the receiver", requests),
+            ("effects at the receiver", effect_total),
             ("duplicates", duplicates),
             ("lost", lost),
         ];
         for (k, v) in rows {
             println!("  {k:<38} {v:>6}");
         }
+        let statuses: Vec<String> = by_status
+            .iter()
+            .map(|(st, c)| format!("{st} {c}"))
+            .collect();
+        println!("  {:<38} {}", "by status", statuses.join(", "));
         println!(
             "  {:<38} {:>6}\n{} in {:.1} s (database {} {})",
             "payloads with an email in clear",
@@ -201,8 +306,14 @@ fn intent_for(i: usize) -> NewIntent {
             "tenant-demo",
             format!("invoice-order-{i}"),
             "create_invoice",
-            json!({"order_id": format!("order-{i}"), "amount": format!("{}.00", 100 + i),
-                   "customer": {"email": format!("buyer{i}@example.com")}}),
+            if i.is_multiple_of(7) {
+                // The billing system is busy at first: 503 with Retry-After: 1.
+                json!({"order_id": format!("order-{i}"), "amount": format!("{}.00", 100 + i),
+                       "customer": {"email": format!("buyer{i}@example.com")}, "faults": ["503:1", "ok"]})
+            } else {
+                json!({"order_id": format!("order-{i}"), "amount": format!("{}.00", 100 + i),
+                       "customer": {"email": format!("buyer{i}@example.com")}})
+            },
         )
     }
 }
@@ -303,4 +414,77 @@ async fn submit_alone(
     let s = intake.submit(&mut tx, intent).await?;
     tx.commit().await?;
     Ok(s)
+}
+
+/// The demo's worker processes: this very binary, run as `oncebox worker`.
+struct WorkerPool {
+    children: Vec<Child>,
+    config: PathBuf,
+    url: String,
+    spawned: usize,
+}
+
+impl WorkerPool {
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let exe = std::env::current_exe().context("cannot find the oncebox binary")?;
+        let child = Command::new(exe)
+            .args(["worker", "--config"])
+            .arg(&self.config)
+            .args([
+                "--id",
+                &format!("demo-worker-{}", self.spawned),
+                "--lease",
+                "3s",
+            ])
+            .args([
+                "--poll-interval",
+                "100ms",
+                "--grace",
+                "2s",
+                "--concurrency",
+                "32",
+            ])
+            .env("DATABASE_URL", &self.url)
+            .env_remove("ONCEBOX_CRASH_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start a worker process")?;
+        self.spawned += 1;
+        self.children.push(child);
+        Ok(())
+    }
+
+    /// SIGKILL: the worker gets no chance to finish or release anything.
+    fn kill_one(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.children.pop() {
+            child.kill().context("cannot kill a worker")?;
+            child.wait().context("cannot reap a worker")?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM to every worker, then wait for them to exit.
+    async fn stop_all(&mut self) {
+        for child in &self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        for mut child in self.children.drain(..) {
+            while matches!(child.try_wait(), Ok(None)) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
