@@ -534,3 +534,121 @@ async fn retry_after_deadline_and_exhausted_attempts() {
     );
     env.drop_db().await;
 }
+
+#[tokio::test]
+async fn work_still_arrives_after_the_listen_connection_is_cut() {
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new("relisten", &config(&rx.url(), "key", "")).await;
+    let worker = env.worker("w", &[], "5s");
+    env.submit(NewIntent::new("t1", "before", "create_invoice", json!({})))
+        .await;
+    env.wait_until(Duration::from_secs(20), "first delivery", || async {
+        env.status_of("before").await == "succeeded"
+    })
+    .await;
+    // Wait until the worker is idle on LISTEN (it registers as waiting), then cut its LISTEN
+    // connection from the server side.
+    env.wait_until(Duration::from_secs(10), "the worker to wait on LISTEN", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'")
+            .fetch_one(&env.pool)
+            .await
+            .expect("waiting");
+        n == 1
+    })
+    .await;
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+          WHERE datname = current_database() AND query LIKE 'LISTEN%') t",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("terminate");
+    assert_eq!(cut, 1, "the worker had one LISTEN connection");
+    for i in 0..5 {
+        env.submit(NewIntent::new(
+            "t1",
+            format!("after-{i}"),
+            "create_invoice",
+            json!({}),
+        ))
+        .await;
+    }
+    env.wait_until(
+        Duration::from_secs(20),
+        "deliveries after the cut",
+        || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'",
+            )
+            .fetch_one(&env.pool)
+            .await
+            .expect("count");
+            n == 6
+        },
+    )
+    .await;
+    assert!(stop(worker).await.success());
+    assert_eq!(rx.total_effects(), 6);
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn sigterm_releases_unfinished_work_within_the_grace_period() {
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    // A slow receiver: the call outlives the worker's 2 s grace period.
+    let env = Env::new(
+        "release",
+        &config(&rx.url(), "key", "").replace("timeout = \"1s\"", "timeout = \"8s\""),
+    )
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "slow",
+        "create_invoice",
+        json!({"faults": ["slow:6000"]}),
+    ))
+    .await;
+    let mut worker = env.worker("w1", &[], "20s");
+    env.wait_until(Duration::from_secs(10), "the call to start", || async {
+        !rx.seen().is_empty()
+    })
+    .await;
+    let asked = Instant::now();
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let status = exited(&mut worker).await;
+    assert!(status.success(), "exit 0 after SIGTERM, got {status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "stopped within the grace period, took {:?}",
+        asked.elapsed()
+    );
+    let owner: Option<String> = sqlx::query_scalar("SELECT lease_owner FROM oncebox.outbox")
+        .fetch_one(&env.pool)
+        .await
+        .expect("row");
+    assert_eq!(owner, None, "the lease was released, not left to expire");
+    // The next worker picks it up at once (not after the 20 s lease) and the key prevents a
+    // second effect.
+    let next = env.worker("w2", &[], "20s");
+    env.wait_until(
+        Duration::from_secs(10),
+        "delivery by the next worker",
+        || async { env.status_of("slow").await == "succeeded" },
+    )
+    .await;
+    assert!(stop(next).await.success());
+    assert_eq!(rx.effects().get("slow"), Some(&1));
+    env.drop_db().await;
+}

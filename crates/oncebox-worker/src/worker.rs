@@ -38,6 +38,10 @@ pub struct WorkerSettings {
     pub grace: Duration,
     /// Completions recorded per statement, at most.
     pub record_batch: usize,
+    /// While work keeps arriving, look again this soon after an empty claim (no NOTIFY needed).
+    pub busy_poll: Duration,
+    /// After this long without work, register as waiting and sleep on LISTEN instead.
+    pub idle_after: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -50,6 +54,8 @@ impl Default for WorkerSettings {
             poll_interval: Duration::from_millis(500),
             grace: Duration::from_secs(10),
             record_batch: 256,
+            busy_poll: Duration::from_millis(2),
+            idle_after: Duration::from_secs(1),
         }
     }
 }
@@ -122,16 +128,22 @@ pub async fn run(
     let gauges = tokio::spawn(gauges(pool.clone(), metrics.clone(), renewer_stop.clone()));
     let mut tasks = JoinSet::new();
     let mut waiting = false;
+    let mut last_work = Instant::now();
     tracing::info!(worker = %settings.id, concurrency = settings.concurrency, "worker started");
 
     while !cancel.is_cancelled() {
         metrics.heartbeat(now_ms());
         while tasks.try_join_next().is_some() {}
+        // Claim in worthwhile batches: with work in flight, wait until half a batch of slots is
+        // free (or a few milliseconds have passed), so a steady drain does not become a stream
+        // of one-row claims, each its own commit.
+        let want = settings.batch.min(settings.concurrency).div_ceil(2);
         let free = permits.available_permits().min(settings.batch);
-        if free == 0 {
+        if free == 0 || (free < want && !tasks.is_empty()) {
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tasks.join_next() => {}
+                _ = tokio::time::sleep(Duration::from_millis(2)), if free > 0 => {}
             }
             continue;
         }
@@ -160,6 +172,15 @@ pub async fn run(
             }
         };
         if rows.is_empty() {
+            if last_work.elapsed() < settings.idle_after {
+                // Work arrived recently: poll tightly rather than make every submit NOTIFY
+                // (notifying commits serialise cluster-wide). An empty claim writes nothing.
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(settings.busy_poll) => {}
+                }
+                continue;
+            }
             if !waiting {
                 // Register, then claim once more: a row committed before the registration was
                 // visible is found now rather than at the next poll.
@@ -181,6 +202,7 @@ pub async fn run(
             continue;
         }
         crash_point("after_claim");
+        last_work = Instant::now();
         if waiting {
             waiting = !register(&pool, &settings.id, false).await;
         }
@@ -360,49 +382,59 @@ async fn start_batch(
         let epoch = row.epoch;
         // Hold the map while spawning: the task removes itself when done, which must come after
         // this insert.
+        let span = tracing::info_span!(
+            "delivery",
+            tenant = %row.tenant_id,
+            intent_id = row.intent_id,
+            key = %row.idempotency_key,
+            attempt = row.attempt + 1
+        );
         let mut map = lock(in_flight);
-        let handle = tasks.spawn(async move {
-            let _permit = permit;
-            let _dest_permit = match &route.limit {
-                Some(l) => l.clone().acquire_owned().await.ok(),
-                None => None,
-            };
-            let attempt = row.attempt + 1;
-            let req = DeliveryRequest {
-                tenant_id: &row.tenant_id,
-                idempotency_key: &row.idempotency_key,
-                action: &row.action,
-                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-                request_hash: &row.request_hash,
-                arguments: row.delivery_arguments(),
-            };
-            let started = Instant::now();
-            let outcome: DeliveryOutcome = route.destination.deliver(&req, lease).await;
-            let elapsed = started.elapsed();
-            crash_point("after_call");
-            metrics.delivered(
-                route.destination.name(),
-                outcome.class().as_str(),
-                elapsed.as_secs_f64(),
-            );
-            let attempted = Attempted {
-                intent_id: row.intent_id,
-                epoch: row.epoch,
-                attempt,
-                deadline: row.deadline.map(SystemTime::from),
-                elapsed,
-            };
-            let completion = decide(
-                &attempted,
-                &outcome,
-                &route.policy,
-                route.mode,
-                SystemTime::now(),
-                &mut || fastrand::f64(),
-            );
-            lock(&in_flight_map).remove(&row.intent_id);
-            let _ = done.send(completion).await;
-        });
+        let handle = tasks.spawn(tracing::Instrument::instrument(
+            async move {
+                let _permit = permit;
+                let _dest_permit = match &route.limit {
+                    Some(l) => l.clone().acquire_owned().await.ok(),
+                    None => None,
+                };
+                let attempt = row.attempt + 1;
+                let req = DeliveryRequest {
+                    tenant_id: &row.tenant_id,
+                    idempotency_key: &row.idempotency_key,
+                    action: &row.action,
+                    attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                    request_hash: &row.request_hash,
+                    arguments: row.delivery_arguments(),
+                };
+                let started = Instant::now();
+                let outcome: DeliveryOutcome = route.destination.deliver(&req, lease).await;
+                let elapsed = started.elapsed();
+                crash_point("after_call");
+                metrics.delivered(
+                    route.destination.name(),
+                    outcome.class().as_str(),
+                    elapsed.as_secs_f64(),
+                );
+                let attempted = Attempted {
+                    intent_id: row.intent_id,
+                    epoch: row.epoch,
+                    attempt,
+                    deadline: row.deadline.map(SystemTime::from),
+                    elapsed,
+                };
+                let completion = decide(
+                    &attempted,
+                    &outcome,
+                    &route.policy,
+                    route.mode,
+                    SystemTime::now(),
+                    &mut || fastrand::f64(),
+                );
+                lock(&in_flight_map).remove(&row.intent_id);
+                let _ = done.send(completion).await;
+            },
+            span,
+        ));
         map.insert(intent_id, (epoch, handle));
     }
 }
@@ -417,16 +449,18 @@ fn crash_point(point: &str) {
     }
 }
 
-/// Records completions in batches: waits for one, takes whatever else is ready, writes them in
-/// one fenced statement, retrying transient failures while the leases last.
+/// Records completions in batches: waits for one, takes whatever else is ready, and writes them
+/// in one fenced statement, up to three statements in flight at once (outcomes of different
+/// intents commute), retrying transient failures while the leases last.
 async fn complete(
     pool: PgPool,
     settings: Arc<WorkerSettings>,
     mut rx: mpsc::Receiver<Completion>,
     in_flight: InFlight,
 ) {
-    let mut batch = Vec::with_capacity(settings.record_batch);
+    let mut writes = JoinSet::new();
     while let Some(first) = rx.recv().await {
+        let mut batch = Vec::with_capacity(settings.record_batch);
         batch.push(first);
         while batch.len() < settings.record_batch {
             match rx.try_recv() {
@@ -434,36 +468,33 @@ async fn complete(
                 Err(_) => break,
             }
         }
-        let write = || async {
-            let mut conn = pool.acquire().await?;
-            oncebox_store::record(&mut conn, &settings.id, &batch).await
-        };
-        let written = write
-            .retry(
-                ExponentialBuilder::default()
-                    .with_min_delay(Duration::from_millis(50))
-                    .with_total_delay(Some(settings.lease)),
-            )
-            .notify(|e, d| tracing::warn!(error = %e, retry_in = ?d, "recording outcomes failed"))
-            .await;
-        match written {
-            Ok(ids) => {
-                if ids.len() < batch.len() {
-                    tracing::warn!(
-                        lost = batch.len() - ids.len(),
-                        "outcomes not recorded: their leases were taken over"
-                    );
+        while writes.len() >= 3 {
+            writes.join_next().await;
+        }
+        let (pool, settings, in_flight) = (pool.clone(), settings.clone(), in_flight.clone());
+        writes.spawn(async move {
+            let write = || async {
+                let mut conn = pool.acquire().await?;
+                oncebox_store::record(&mut conn, &settings.id, &batch).await
+            };
+            let written = write
+                .retry(ExponentialBuilder::default().with_min_delay(Duration::from_millis(50)).with_total_delay(Some(settings.lease)))
+                .notify(|e, d| tracing::warn!(error = %e, retry_in = ?d, "recording outcomes failed"))
+                .await;
+            match written {
+                Ok(ids) if ids.len() < batch.len() => {
+                    tracing::warn!(lost = batch.len() - ids.len(), "outcomes not recorded: their leases were taken over");
                 }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, n = batch.len(), "gave up recording outcomes; their leases will expire and be taken over"),
             }
-            Err(e) => {
-                tracing::error!(error = %e, n = batch.len(), "gave up recording outcomes; their leases will expire and be taken over")
+            let mut map = lock(&in_flight);
+            for c in &batch {
+                map.remove(&c.intent_id);
             }
-        }
-        for c in &batch {
-            lock(&in_flight).remove(&c.intent_id);
-        }
-        batch.clear();
+        });
     }
+    while writes.join_next().await.is_some() {}
 }
 
 /// Renews the leases of in-flight deliveries every third of the lease; aborts the calls whose

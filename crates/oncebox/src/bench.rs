@@ -40,6 +40,7 @@ INSERT INTO baseline_outbox (intent_id) SELECT id FROM j";
 pub(crate) async fn run(args: BenchArgs, json: bool) -> CliResult {
     match args.what {
         BenchWhat::Intake(a) => intake(a, json).await,
+        BenchWhat::Deliver(a) => crate::bench_deliver::run(a, json).await,
     }
 }
 
@@ -286,7 +287,7 @@ async fn measure(
     })
 }
 
-fn pgbench_available() -> bool {
+pub(crate) fn pgbench_available() -> bool {
     std::process::Command::new("pgbench")
         .arg("--version")
         .output()

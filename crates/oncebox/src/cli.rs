@@ -177,6 +177,32 @@ pub(crate) enum BenchWhat {
     /// waiting and with one waiting (NOTIFY) — against the raw two-insert transaction of
     /// shared/bench/intake.sql, run in-process and by pgbench, in alternating rounds.
     Intake(IntakeBenchArgs),
+    /// Deliveries/s draining a backlog into a local key-honouring no-op receiver, then
+    /// end-to-end latency (submit commit → receiver) at half that rate; against the raw
+    /// claim+complete cycle of shared/bench/cycle.sql run by pgbench in the same run.
+    Deliver(DeliverBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeliverBenchArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub(crate) database_url: String,
+    /// Intents in the backlog.
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) intents: usize,
+    /// Worker tasks in flight at once (one in-process worker).
+    #[arg(long, default_value_t = 256)]
+    pub(crate) concurrency: usize,
+    /// Seconds of the paced latency run (and of the pgbench baseline).
+    #[arg(long, default_value_t = 5)]
+    pub(crate) seconds: u64,
+    /// Directory of shared/bench (cycle.sql, fill.sql, setup.sql) for the raw baseline.
+    #[arg(long, default_value = "../shared/bench")]
+    pub(crate) baseline_dir: PathBuf,
+    /// Rows of the raw baseline's backlog (it must not drain within --seconds).
+    #[arg(long, default_value_t = 300_000)]
+    pub(crate) baseline_rows: usize,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! input, 3 conflict, 4 not found.
 
 mod bench;
+mod bench_deliver;
 mod cli;
 mod commands;
 mod demo;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use oncebox_worker::{Metrics, Routes, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{DbArgs, WorkerArgs};
-use crate::commands::{connect, load_config};
+use crate::cli::WorkerArgs;
+use crate::commands::load_config;
 use crate::exit::{CliError, CliResult};
 
 pub(crate) async fn run(args: WorkerArgs) -> CliResult {
@@ -27,13 +27,12 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         format!("{}-{}", host.trim(), std::process::id())
     });
     // Claims, dispatch marks, records, renewals and the LISTEN connection each take a connection.
-    let pool = connect(
-        &DbArgs {
-            database_url: args.db.database_url.clone(),
-        },
-        8,
-    )
-    .await?;
+    let pool =
+        oncebox_store::connect_worker(&args.db.database_url, 8, std::time::Duration::from_secs(5))
+            .await
+            .map_err(|e| {
+                CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
+            })?;
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     if let Some(addr) = args.metrics_addr {
