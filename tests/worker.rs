@@ -553,13 +553,19 @@ async fn work_still_arrives_after_the_listen_connection_is_cut() {
     .await;
     // Wait until the worker is idle on LISTEN (it registers as waiting), then cut its LISTEN
     // connection from the server side.
-    env.wait_until(Duration::from_secs(10), "the worker to wait on LISTEN", || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'")
+    env.wait_until(
+        Duration::from_secs(10),
+        "the worker to wait on LISTEN",
+        || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'",
+            )
             .fetch_one(&env.pool)
             .await
             .expect("waiting");
-        n == 1
-    })
+            n == 1
+        },
+    )
     .await;
     let cut: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity

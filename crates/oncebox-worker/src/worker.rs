@@ -536,10 +536,14 @@ async fn renew(
             Ok(ids) => {
                 let kept: std::collections::HashSet<i64> = ids.into_iter().collect();
                 let mut map = lock(&in_flight);
+                // A delivery that finished (and was recorded) after the snapshot is gone from the
+                // map: only rows still in flight and not renewed were taken over.
                 let lost: Vec<i64> = held
                     .iter()
+                    .filter(|(id, epoch)| {
+                        !kept.contains(id) && map.get(id).is_some_and(|(e, _)| e == epoch)
+                    })
                     .map(|(id, _)| *id)
-                    .filter(|id| !kept.contains(id))
                     .collect();
                 for id in &lost {
                     if let Some((_, handle)) = map.remove(id) {
