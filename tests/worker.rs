@@ -658,3 +658,59 @@ async fn sigterm_releases_unfinished_work_within_the_grace_period() {
     assert_eq!(rx.effects().get("slow"), Some(&1));
     env.drop_db().await;
 }
+
+#[tokio::test]
+async fn cancelled_intents_are_never_dispatched() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("cancelled", &config(&rx.url(), "key", "")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "cancelled-1",
+        "create_invoice",
+        json!({}),
+    ))
+    .await;
+    env.submit(NewIntent::new("t1", "kept-1", "create_invoice", json!({})))
+        .await;
+    // Cancelled while queued (the cancel command arrives with the ops issue; its write is this).
+    sqlx::query(
+        "UPDATE oncebox.intents SET status = 'cancelled', completed_at = '2026-01-01T00:00:00Z',
+                last_error = '{\"code\": \"cancelled\", \"detail\": \"by ops\"}'
+         WHERE idempotency_key = 'cancelled-1'",
+    )
+    .execute(&env.pool)
+    .await
+    .expect("cancel");
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "the queue to empty", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox")
+            .fetch_one(&env.pool)
+            .await
+            .expect("n");
+        n == 0
+    })
+    .await;
+    assert!(stop(worker).await.success());
+    assert_eq!(env.status_of("kept-1").await, "succeeded");
+    assert_eq!(env.status_of("cancelled-1").await, "cancelled");
+    let (completed, error): (String, Value) = sqlx::query_as(
+        "SELECT completed_at::date::text, last_error FROM oncebox.intents WHERE idempotency_key = 'cancelled-1'",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("cancelled row");
+    assert_eq!(
+        completed, "2026-01-01",
+        "a terminal intent is never rewritten"
+    );
+    assert_eq!(error["detail"], "by ops");
+    let keys: Vec<String> = rx.seen().into_iter().map(|s| s.key).collect();
+    assert_eq!(
+        keys,
+        ["kept-1"],
+        "the cancelled intent never reached the receiver"
+    );
+    env.drop_db().await;
+}

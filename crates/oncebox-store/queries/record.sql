@@ -36,12 +36,13 @@ WITH f AS (
         attempt_count = owned.attempt,
         response = coalesce(owned.response, i.response),
         external_reference = coalesce(owned.external_reference, i.external_reference),
-        last_error = owned.last_error,
+        last_error = coalesce(owned.last_error, i.last_error),
         updated_at = now(),
         completed_at = CASE WHEN owned.status IN ('succeeded', 'failed', 'cancelled', 'expired')
-                            THEN now() END
+                            THEN coalesce(i.completed_at, now()) END
     FROM owned
-    WHERE i.id = owned.intent_id
+    -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
+    WHERE i.id = owned.intent_id AND i.completed_at IS NULL
     RETURNING i.id
 ), report AS (
     INSERT INTO oncebox.attempts
