@@ -343,12 +343,15 @@ async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_s
         .await
         .expect("outbox row");
     assert_eq!(phase, "reconcile", "a reconciliation is queued");
-    let report: String =
-        sqlx::query_scalar("SELECT outcome FROM oncebox.attempts ORDER BY id DESC LIMIT 1")
-            .fetch_one(&env.pool)
-            .await
-            .expect("report");
-    assert_eq!(report, "previous_outcome_unknown");
+    // The reconciler is already at work: its lookups (a closed port in this config) fail and are
+    // retried, but nothing is ever re-sent.
+    let r = reports(&env, "dispatched-1").await;
+    assert_eq!(
+        r.first().map(String::as_str),
+        Some("previous_outcome_unknown"),
+        "{r:?}"
+    );
+    assert!(r[1..].iter().all(|o| o == "lookup_failed"), "{r:?}");
     assert!(
         stop(survivor).await.success(),
         "SIGTERM ends the worker with exit 0"
@@ -712,5 +715,142 @@ async fn cancelled_intents_are_never_dispatched() {
         ["kept-1"],
         "the cancelled intent never reached the receiver"
     );
+    env.drop_db().await;
+}
+
+fn reconcile_config(rx: &Receiver, window: &str) -> String {
+    config(
+        &rx.url(),
+        "lookup",
+        &format!(
+            "consistency_window = \"{window}\"\n[destinations.billing.lookup]\nurl = \"{}?key={{key}}\"\nresults_pointer = \"/data\"\nfields = [\"/n\"]\nreference_pointer = \"/id\"\ntimeout = \"1s\"",
+            rx.url()
+        ),
+    )
+}
+
+async fn reports(env: &Env, key: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT outcome FROM oncebox.attempts WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = $1) ORDER BY id",
+    )
+    .bind(key)
+    .fetch_all(&env.pool)
+    .await
+    .expect("reports")
+}
+
+#[tokio::test]
+async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_effect() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("reconciled", &reconcile_config(&rx, "30s")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "dropped",
+        "create_invoice",
+        json!({"n": 7, "faults": ["drop"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "reconciled", || async {
+        env.status_of("dropped").await == "succeeded"
+    })
+    .await;
+    assert!(stop(worker).await.success());
+    let reference: String = sqlx::query_scalar("SELECT external_reference FROM oncebox.intents")
+        .fetch_one(&env.pool)
+        .await
+        .expect("reference");
+    assert_eq!(reference, "ref-dropped");
+    assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
+    assert_eq!(
+        rx.seen().len(),
+        1,
+        "one POST: the answer was looked up, not re-sent"
+    );
+    assert_eq!(reports(&env, "dropped").await, ["unknown", "lookup_found"]);
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn nothing_found_is_reissued_only_after_the_consistency_window() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("reissued", &reconcile_config(&rx, "2s")).await;
+    // The first attempt never executes and never answers (timeout: unknown); the re-issue works.
+    env.submit(NewIntent::new(
+        "t1",
+        "lost",
+        "create_invoice",
+        json!({"n": 1, "faults": ["hang:3000", "ok"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(
+        Duration::from_secs(30),
+        "succeeded after re-issue",
+        || async { env.status_of("lost").await == "succeeded" },
+    )
+    .await;
+    assert!(stop(worker).await.success());
+    let posts: Vec<_> = rx
+        .seen()
+        .into_iter()
+        .filter(|s| s.key == "lost")
+        .map(|s| s.at)
+        .collect();
+    assert_eq!(posts.len(), 2);
+    assert!(
+        posts[1] - posts[0] >= Duration::from_secs(2),
+        "re-issued {:?} after the first dispatch",
+        posts[1] - posts[0]
+    );
+    assert_eq!(rx.effects().get("lost"), Some(&1), "exactly one effect");
+    let r = reports(&env, "lost").await;
+    assert_eq!(r.first().map(String::as_str), Some("unknown"));
+    assert!(
+        r.contains(&"lookup_none".to_owned()),
+        "looked again inside the window: {r:?}"
+    );
+    assert!(r.contains(&"reissue".to_owned()), "{r:?}");
+    assert_eq!(r.last().map(String::as_str), Some("succeeded"));
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn two_effects_found_need_review_and_a_dead_letter_is_queued() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("ambiguous", &reconcile_config(&rx, "30s")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "twice",
+        "create_invoice",
+        json!({"n": 2, "faults": ["double"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "needs_review", || async {
+        env.status_of("twice").await == "needs_review"
+    })
+    .await;
+    assert!(stop(worker).await.success());
+    assert_eq!(
+        reports(&env, "twice").await,
+        ["unknown", "lookup_ambiguous"]
+    );
+    let phases: Vec<String> = sqlx::query_scalar("SELECT phase FROM oncebox.outbox")
+        .fetch_all(&env.pool)
+        .await
+        .expect("outbox");
+    assert_eq!(
+        phases,
+        ["notify"],
+        "the reconcile row is gone and a dead-letter notification waits"
+    );
+    assert_eq!(rx.seen().len(), 1, "never re-sent");
     env.drop_db().await;
 }

@@ -4,9 +4,11 @@
 
 mod classify;
 mod http;
+mod lookup;
 
 pub use classify::{StatusClass, StatusOverrides, classify_status};
 pub use http::{
     BuildError, DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider,
 };
+pub use lookup::{HttpLookup, LookupResult};
 pub use oncebox_core::DeliveryOutcome;

@@ -20,6 +20,11 @@
 //! | `500` | yes | 500 (the effect happened; the client cannot know) |
 //! | `sse` | yes | `text/event-stream` ending with `event: done` |
 //! | `sse_cut` | yes | `text/event-stream` closed before `done` |
+//! | `double` | twice (a buggy receiver) | none: the connection is closed |
+//! | `hang:MS` | no | none: the connection is held MS milliseconds, then closed |
+//!
+//! `GET /effects?key=K` answers `{"data": [...]}`: one object per effect executed for K, its
+//! request body plus `"id": "ref-K"` (`"ref-K-2"` for a second one) — a lookup for reconciliation.
 //!
 //! With `honours_keys`, a request whose key already has an effect executes nothing new and gets
 //! the first answer again, as a receiver implementing the Idempotency-Key draft would.
@@ -64,6 +69,10 @@ pub enum Fault {
     Sse,
     /// Execute; stream events and close before `done`.
     SseCut,
+    /// Execute twice (two effects for one request), then close without answering.
+    Double,
+    /// Execute nothing; hold the connection this many milliseconds, then close it.
+    Hang(u64),
 }
 
 impl Fault {
@@ -78,12 +87,17 @@ impl Fault {
             "500" => Fault::ServerError,
             "sse" => Fault::Sse,
             "sse_cut" => Fault::SseCut,
+            "double" => Fault::Double,
+            "hang" => Fault::Hang(n),
             other => other.parse::<u16>().map_or(Fault::Ok, Fault::Reject),
         }
     }
 
     fn executes(&self) -> bool {
-        !matches!(self, Fault::RetryAfter(..) | Fault::Reject(_))
+        !matches!(
+            self,
+            Fault::RetryAfter(..) | Fault::Reject(_) | Fault::Hang(_)
+        )
     }
 }
 
@@ -105,6 +119,7 @@ pub struct Seen {
 #[derive(Default)]
 struct State {
     effects: HashMap<String, u32>,
+    bodies: HashMap<String, Vec<Value>>,
     seen: Vec<Seen>,
     requests_per_key: HashMap<String, usize>,
     rng: u64,
@@ -205,6 +220,38 @@ async fn serve(
                     .then(|| v.trim().to_owned())
             })
         };
+        if head.starts_with("GET ") {
+            let target = head.split_whitespace().nth(1).unwrap_or_default();
+            let key = target
+                .split_once("key=")
+                .map(|(_, k)| percent_decode(k.split('&').next().unwrap_or_default()))
+                .unwrap_or_default();
+            let found = state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .bodies
+                .get(&key)
+                .cloned()
+                .unwrap_or_default();
+            let data: Vec<Value> = found
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut body)| {
+                    let id = if i == 0 {
+                        format!("ref-{key}")
+                    } else {
+                        format!("ref-{key}-{}", i + 1)
+                    };
+                    if let Some(obj) = body.as_object_mut() {
+                        obj.remove("faults");
+                        obj.insert("id".into(), Value::String(id));
+                    }
+                    body
+                })
+                .collect();
+            respond(&mut stream, 200, &[], &json!({"data": data}).to_string()).await?;
+            continue;
+        }
         let key = header("Idempotency-Key").unwrap_or_default();
         let attempt = header("X-Oncebox-Attempt").and_then(|a| a.parse().ok());
 
@@ -239,7 +286,11 @@ async fn serve(
             let replay = config.honours_keys && st.effects.contains_key(&key);
             let executed = fault.executes() && !replay;
             if executed {
-                *st.effects.entry(key.clone()).or_insert(0) += 1;
+                let times = if fault == Fault::Double { 2 } else { 1 };
+                *st.effects.entry(key.clone()).or_insert(0) += times;
+                for _ in 0..times {
+                    st.bodies.entry(key.clone()).or_default().push(body.clone());
+                }
             }
             st.seen.push(Seen {
                 key: key.clone(),
@@ -254,6 +305,11 @@ async fn serve(
         let ok_body = json!({"id": format!("ref-{key}"), "replayed": replay}).to_string();
         match fault {
             Fault::Ok => respond(&mut stream, 201, &[], &ok_body).await?,
+            Fault::Double => return Ok(()),
+            Fault::Hang(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                return Ok(());
+            }
             Fault::Drop => return Ok(()),
             Fault::Slow(ms) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -328,4 +384,23 @@ async fn respond(
     out.push_str(body);
     stream.write_all(out.as_bytes()).await?;
     stream.flush().await
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

@@ -1,7 +1,9 @@
--- Record (fenced, batched): the outcomes of several deliveries in one statement — journal
--- status, the attempts row, and the outbox row deleted ('done'), rescheduled ('retry') or
--- turned into a reconciliation ('reconcile'). Only rows still leased to worker $17 at the given
--- epoch are written: a stale worker writes nothing. Returns the intents written.
+-- Record (fenced, batched): the outcomes of several deliveries or reconciliations in one
+-- statement — journal status, the attempts row, and the outbox row deleted ('done'),
+-- rescheduled in its phase ('retry'), turned into a reconciliation ('reconcile') or sent back to
+-- delivery with the same key ('reissue'). Entering failed, expired or needs_review enqueues a
+-- dead-letter notification in the same statement. Only rows still leased to worker $17 at the
+-- given epoch are written: a stale worker writes nothing. Returns the intents written.
 WITH f AS (
     SELECT * FROM unnest(
         $1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[],
@@ -22,13 +24,18 @@ WITH f AS (
     RETURNING o.intent_id
 ), moved AS (
     UPDATE oncebox.outbox o
-    SET lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL,
+    SET lease_owner = NULL, lease_expires_at = NULL,
+        -- A reconciliation measures its consistency window from the dispatch: keep it.
+        dispatched_at = CASE WHEN owned.next = 'reconcile'
+                               OR (owned.next = 'retry' AND o.phase = 'reconcile')
+                             THEN coalesce(o.dispatched_at, now()) END,
         attempt = owned.attempt,
-        phase = CASE owned.next WHEN 'reconcile' THEN 'reconcile' ELSE o.phase END,
+        phase = CASE owned.next WHEN 'reconcile' THEN 'reconcile'
+                                WHEN 'reissue' THEN 'deliver' ELSE o.phase END,
         available_at = now() + make_interval(secs => owned.delay_secs)
     FROM owned
     WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase
-      AND owned.next IN ('retry', 'reconcile')
+      AND owned.next IN ('retry', 'reconcile', 'reissue')
     RETURNING o.intent_id
 ), journal AS (
     UPDATE oncebox.intents i
@@ -43,7 +50,12 @@ WITH f AS (
     FROM owned
     -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
     WHERE i.id = owned.intent_id AND i.completed_at IS NULL
-    RETURNING i.id
+    RETURNING i.id, i.status
+), dead_letter AS (
+    INSERT INTO oncebox.outbox (intent_id, phase)
+    SELECT id, 'notify' FROM journal WHERE status IN ('failed', 'expired', 'needs_review')
+    ON CONFLICT (intent_id, phase) DO UPDATE SET available_at = now()
+    RETURNING intent_id
 ), report AS (
     INSERT INTO oncebox.attempts
         (intent_id, attempt, epoch, worker, phase, started_at, finished_at,

@@ -60,6 +60,8 @@ pub struct ClaimedRow {
     pub payload: Json<Value>,
     /// The intent's status at claim time.
     pub status: String,
+    /// The receiver's reference, when one is known.
+    pub external_reference: Option<String>,
     /// The intent's deadline.
     pub deadline: Option<DateTime<Utc>>,
     /// True when the deadline has passed (by the database's clock).

@@ -20,7 +20,9 @@ use sqlx::{PgPool, migrate::Migrator};
 pub use claim::{ClaimedRow, Phase, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
-pub use record::{Completion, Next, Report, mark_dispatched, record, release, renew};
+pub use record::{
+    Completion, Next, Report, mark_dispatched, mark_reconciling, record, release, renew,
+};
 pub use submit::{Intake, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 

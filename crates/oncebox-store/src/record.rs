@@ -20,6 +20,9 @@ pub enum Next {
     Retry(Duration),
     /// Look the effect up (the row becomes a reconcile-phase row).
     Reconcile,
+    /// Nothing happened at the destination after its consistency window: deliver again with
+    /// the same key (the row returns to the deliver phase).
+    Reissue,
 }
 
 impl Next {
@@ -28,6 +31,7 @@ impl Next {
             Next::Done => "done",
             Next::Retry(_) => "retry",
             Next::Reconcile => "reconcile",
+            Next::Reissue => "reissue",
         }
     }
 }
@@ -168,6 +172,25 @@ pub async fn mark_dispatched(
 ) -> Result<Vec<i64>, sqlx::Error> {
     let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
     sqlx::query_scalar(include_str!("../queries/mark_dispatched.sql"))
+        .bind(ids)
+        .bind(epochs)
+        .bind(worker)
+        .fetch_all(conn)
+        .await
+}
+
+/// Moves claimed reconcile rows' intents from `unknown` to `reconciling`, fenced on
+/// `(intent_id, epoch)`; returns the intents marked: only those may be looked up.
+///
+/// # Errors
+/// The database's error.
+pub async fn mark_reconciling(
+    conn: &mut PgConnection,
+    worker: &str,
+    leases: &[(i64, i64)],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
+    sqlx::query_scalar(include_str!("../queries/mark_reconciling.sql"))
         .bind(ids)
         .bind(epochs)
         .bind(worker)

@@ -8,10 +8,12 @@
 
 mod decide;
 mod metrics;
+mod reconcile;
 mod routes;
 mod worker;
 
 pub use decide::decide;
 pub use metrics::Metrics;
+pub use reconcile::{Reconciling, decide_reconcile, look_again_in};
 pub use routes::{Route, RouteError, Routes};
 pub use worker::{WorkerError, WorkerSettings, run};

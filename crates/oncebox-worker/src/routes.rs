@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use oncebox_core::RetryPolicy;
 use oncebox_core::config::{Config, IdempotencyMode};
-use oncebox_delivery::HttpDestination;
+use oncebox_delivery::{HttpDestination, HttpLookup};
 use tokio::sync::Semaphore;
 
 /// How one action is delivered.
@@ -19,6 +19,10 @@ pub struct Route {
     pub mode: IdempotencyMode,
     /// Its per-worker in-flight limit, if configured.
     pub limit: Option<Arc<Semaphore>>,
+    /// Its reconciliation lookup, if configured.
+    pub lookup: Option<HttpLookup>,
+    /// How long after dispatch a lookup that finds nothing may lag behind.
+    pub consistency_window: std::time::Duration,
 }
 
 /// Action name → route, built once at start-up.
@@ -47,6 +51,8 @@ impl Routes {
                     policy: dest.retry.policy(),
                     mode: dest.idempotency,
                     limit: dest.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+                    lookup: dest.lookup.as_ref().map(HttpLookup::new),
+                    consistency_window: dest.consistency_window,
                 }),
             );
         }

@@ -126,6 +126,13 @@ pub async fn run(
         renewer_stop.clone(),
     ));
     let gauges = tokio::spawn(gauges(pool.clone(), metrics.clone(), renewer_stop.clone()));
+    let reconciler = tokio::spawn(reconcile_loop(
+        pool.clone(),
+        routes.clone(),
+        settings.clone(),
+        done_tx.clone(),
+        cancel.clone(),
+    ));
     let mut tasks = JoinSet::new();
     let mut waiting = false;
     let mut last_work = Instant::now();
@@ -228,6 +235,7 @@ pub async fn run(
         .map(|(id, (epoch, _))| (*id, *epoch))
         .collect();
     tasks.abort_all();
+    let _ = reconciler.await;
     drop(done_tx);
     let _ = completer.await;
     if !unfinished.is_empty()
@@ -248,6 +256,96 @@ pub async fn run(
     register(&pool, &settings.id, false).await;
     tracing::info!(worker = %settings.id, "worker stopped");
     Ok(())
+}
+
+/// Claims reconcile-phase rows and looks their effects up, batch by batch, until `cancel`.
+/// Reconciliation is not latency-critical: it polls, and each row's `available_at` carries its
+/// own backoff.
+async fn reconcile_loop(
+    pool: PgPool,
+    routes: Routes,
+    settings: Arc<WorkerSettings>,
+    done: mpsc::Sender<Completion>,
+    cancel: CancellationToken,
+) {
+    while !cancel.is_cancelled() {
+        let claimed = match pool.acquire().await {
+            Ok(mut conn) => {
+                oncebox_store::claim(
+                    &mut conn,
+                    Phase::Reconcile,
+                    &settings.id,
+                    32,
+                    settings.lease,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let rows = match claimed {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "reconcile claim failed");
+                Vec::new()
+            }
+        };
+        if rows.is_empty() {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(settings.poll_interval) => {}
+            }
+            continue;
+        }
+        let leases: Vec<(i64, i64)> = rows.iter().map(|r| (r.intent_id, r.epoch)).collect();
+        let marked: std::collections::HashSet<i64> = match pool.acquire().await {
+            Ok(mut conn) => oncebox_store::mark_reconciling(&mut conn, &settings.id, &leases)
+                .await
+                .unwrap_or_default(),
+            Err(_) => Default::default(),
+        }
+        .into_iter()
+        .collect();
+        let mut lookups = JoinSet::new();
+        for row in rows.into_iter().filter(|r| marked.contains(&r.intent_id)) {
+            let route = routes.get(&row.action).cloned();
+            let done = done.clone();
+            let span = tracing::info_span!("reconcile", tenant = %row.tenant_id, intent_id = row.intent_id, key = %row.idempotency_key);
+            lookups.spawn(tracing::Instrument::instrument(
+                async move {
+                    let started = Instant::now();
+                    let window = route.as_ref().map_or(Duration::ZERO, |r| r.consistency_window);
+                    let lookup = route.as_ref().and_then(|r| r.lookup.clone());
+                    let result = match &lookup {
+                        Some(l) => Some(l.lookup(&row.idempotency_key, row.external_reference.as_deref()).await),
+                        None => None,
+                    };
+                    let url = lookup.as_ref().map(|l| l.url(&row.idempotency_key, row.external_reference.as_deref()));
+                    let r = crate::reconcile::Reconciling {
+                        intent_id: row.intent_id,
+                        epoch: row.epoch,
+                        attempt: row.attempt,
+                        dispatched_at: row.dispatched_at.map(SystemTime::from),
+                        elapsed: started.elapsed(),
+                    };
+                    let decided = crate::reconcile::decide_reconcile(
+                        &r,
+                        match (&lookup, &url, &result) {
+                            (Some(l), Some(u), Some(res)) => Some((l.settings(), u.as_str(), res)),
+                            _ => None,
+                        },
+                        row.delivery_arguments(),
+                        window,
+                        SystemTime::now(),
+                        &mut || fastrand::f64(),
+                    );
+                    tracing::info!(outcome = decided.report.as_ref().map_or("", |r| r.outcome.as_str()), status = %decided.status, "reconciled");
+                    let _ = done.send(decided).await;
+                },
+                span,
+            ));
+        }
+        while lookups.join_next().await.is_some() {}
+    }
 }
 
 /// Registers (`on`) or deregisters this worker as waiting; returns whether it succeeded.

@@ -27,12 +27,32 @@ use crate::cli::DemoArgs;
 use crate::exit::{CliError, CliResult};
 use crate::scratch::ScratchDb;
 
-fn demo_config(receiver_url: &str) -> String {
+fn demo_config(receiver_url: &str, archive_url: &str) -> String {
     format!(
         r#"
 [actions.create_invoice]
 destination = "billing"
 redact = [{{ pointer = "/customer/email", mode = "hash" }}]
+
+[actions.file_document]
+destination = "archive"
+redact = [{{ pointer = "/customer/email", mode = "hash" }}]
+
+# Does not honour keys: unknown outcomes are looked up, never re-sent blindly.
+[destinations.archive]
+kind = "http"
+url = "{archive_url}"
+idempotency = "lookup"
+timeout = "1s"
+reference_pointer = "/id"
+consistency_window = "5s"
+
+[destinations.archive.lookup]
+url = "{archive_url}?key={{key}}"
+results_pointer = "/data"
+fields = ["/order_id", "/amount"]
+reference_pointer = "/id"
+timeout = "1s"
 
 [destinations.billing]
 kind = "http"
@@ -103,7 +123,14 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     })
     .await
     .context("cannot start the reference receiver")?;
-    let config_text = demo_config(&receiver.url());
+    let archive = Receiver::start(ReceiverConfig {
+        honours_keys: false,
+        drop_rate: 0.10,
+        seed: 11,
+    })
+    .await
+    .context("cannot start the archive receiver")?;
+    let config_text = demo_config(&receiver.url(), &archive.url());
     let config = Config::from_toml(&config_text)
         .map_err(|e| CliError::Other(anyhow::anyhow!("demo config: {e}")))?;
     let config_path =
@@ -170,7 +197,8 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
                 (SELECT count(*) FROM oncebox.intents WHERE payload::text LIKE '%@example.com%') AS unredacted,
                 (SELECT count(*) FROM oncebox.attempts) AS attempts,
                 (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'unknown') AS unknown_attempts,
-                (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'retry_before_execution') AS busy_attempts",
+                (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'retry_before_execution') AS busy_attempts,
+                (SELECT count(*) FROM oncebox.attempts WHERE outcome = 'lookup_found') AS reconciled",
     )
     .fetch_one(&pool)
     .await?;
@@ -182,10 +210,11 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
         get("orphans"),
         get("unredacted"),
     );
-    let (attempts, unknown_attempts, busy_attempts) = (
+    let (attempts, unknown_attempts, busy_attempts, reconciled) = (
         get("attempts"),
         get("unknown_attempts"),
         get("busy_attempts"),
+        get("reconciled"),
     );
     let by_status: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, count(*) FROM oncebox.intents GROUP BY status ORDER BY status",
@@ -197,9 +226,10 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     )
     .fetch_all(&pool)
     .await?;
-    let effects = receiver.effects();
+    let mut effects = receiver.effects();
+    effects.extend(archive.effects());
     let effect_total: usize = effects.values().map(|c| *c as usize).sum();
-    let requests = receiver.seen().len();
+    let requests = receiver.seen().len() + archive.seen().len();
     let n = args.intents;
     // A duplicate: a second journal row, a second effect for one key, or a replay that named
     // another intent. Lost: an intent or business row missing, an intent not terminal, a
@@ -238,6 +268,7 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
                 "answers_dropped": t(&tally.answers_dropped),
                 "journal_rows": journal, "outbox_rows_left": outbox, "business_rows": orders,
                 "attempts": attempts, "attempts_unknown": unknown_attempts, "attempts_busy": busy_attempts,
+                "reconciled": reconciled,
                 "receiver_requests": requests, "effects": effect_total, "workers_killed": 1,
                 "by_status": by_status.iter().map(|(s, c)| (s.clone(), json!(c))).collect::<serde_json::Map<_, _>>(),
                 "unredacted": unredacted,
@@ -247,10 +278,14 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
         );
     } else {
         println!(
-            "oncebox demo — {n} intents from {} agents, {WORKERS} worker processes (1 SIGKILLed), faults injected",
+            "oncebox demo — {n} intents from {} agents to 2 receivers (one honours keys, one is looked up), {WORKERS} worker processes (1 SIGKILLed), faults injected",
             args.agents
         );
-        let rows: [(&str, usize); 15] = [
+        let needs_review = by_status
+            .iter()
+            .find(|(st, _)| st.as_str() == "needs_review")
+            .map_or(0, |(_, c)| *c as usize);
+        let rows: [(&str, usize); 17] = [
             ("intake: submit calls (with retries)", t(&tally.calls)),
             ("  created", t(&tally.created)),
             ("  replayed (same key, same request)", t(&tally.replayed)),
@@ -260,12 +295,14 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
             ("journal rows (intents)", journal),
             ("business rows (same transactions)", orders),
             ("delivery: attempts", attempts),
-            ("  unknown (answer dropped, re-sent)", unknown_attempts),
+            ("  unknown (answer dropped)", unknown_attempts),
+            ("    of which resolved by lookup", reconciled),
             ("  503 with Retry-After", busy_attempts),
             ("  requests at the receiver", requests),
             ("effects at the receiver", effect_total),
             ("duplicates", duplicates),
             ("lost", lost),
+            ("needs review", needs_review),
         ];
         for (k, v) in rows {
             println!("  {k:<38} {v:>6}");
@@ -305,7 +342,12 @@ fn intent_for(i: usize) -> NewIntent {
         ..NewIntent::new(
             "tenant-demo",
             format!("invoice-order-{i}"),
-            "create_invoice",
+            // Every third order files a document at the archive, which does not honour keys.
+            if i % 3 == 1 {
+                "file_document"
+            } else {
+                "create_invoice"
+            },
             if i.is_multiple_of(7) {
                 // The billing system is busy at first: 503 with Retry-After: 1.
                 json!({"order_id": format!("order-{i}"), "amount": format!("{}.00", 100 + i),

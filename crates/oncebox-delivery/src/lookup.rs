@@ -1,0 +1,156 @@
+//! Reconciliation lookups: find the effects of an intent at its destination by key.
+
+use std::time::Duration;
+
+use oncebox_core::config::LookupSettings;
+use serde_json::Value;
+
+use crate::http::{MAX_RESPONSE_BYTES, install_crypto_provider};
+
+/// A destination's lookup endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpLookup {
+    client: reqwest::Client,
+    settings: LookupSettings,
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LookupResult {
+    /// The objects the destination holds for the key (possibly none).
+    Found(Vec<Value>),
+    /// The lookup did not answer usefully; `transient` failures are worth repeating.
+    Failed {
+        /// True for timeouts, refused connections and 5xx; false for other 4xx and answers
+        /// that are not what the lookup promised.
+        transient: bool,
+        /// What happened.
+        detail: String,
+    },
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl HttpLookup {
+    /// A lookup for `settings`.
+    pub fn new(settings: &LookupSettings) -> HttpLookup {
+        install_crypto_provider();
+        HttpLookup {
+            client: reqwest::Client::new(),
+            settings: settings.clone(),
+        }
+    }
+
+    /// The configured settings.
+    pub fn settings(&self) -> &LookupSettings {
+        &self.settings
+    }
+
+    /// The URL looked up for `key` and `external_reference`.
+    pub fn url(&self, key: &str, external_reference: Option<&str>) -> String {
+        self.settings.url.replace("{key}", &encode(key)).replace(
+            "{external_reference}",
+            &encode(external_reference.unwrap_or_default()),
+        )
+    }
+
+    /// Looks the key up. A 404 means nothing was found.
+    pub async fn lookup(&self, key: &str, external_reference: Option<&str>) -> LookupResult {
+        let url = self.url(key, external_reference);
+        let timeout = self.settings.timeout;
+        match tokio::time::timeout(timeout, self.get(&url)).await {
+            Ok(r) => r,
+            Err(_) => LookupResult::Failed {
+                transient: true,
+                detail: format!("GET {url}: no answer within {timeout:?}"),
+            },
+        }
+    }
+
+    async fn get(&self, url: &str) -> LookupResult {
+        let response = match self
+            .client
+            .get(url)
+            .header("Accept", "application/json")
+            .timeout(self.settings.timeout + Duration::from_millis(100))
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                return LookupResult::Failed {
+                    transient: true,
+                    detail: format!("GET {url}: {e}"),
+                };
+            }
+        };
+        let status = response.status().as_u16();
+        if status == 404 {
+            return LookupResult::Found(Vec::new());
+        }
+        if !(200..300).contains(&status) {
+            return LookupResult::Failed {
+                transient: status >= 500 || status == 408 || status == 429,
+                detail: format!("GET {url}: HTTP {status}"),
+            };
+        }
+        let body = match response.bytes().await {
+            Ok(b) if b.len() <= 16 * MAX_RESPONSE_BYTES => b,
+            Ok(b) => {
+                return LookupResult::Failed {
+                    transient: false,
+                    detail: format!("GET {url}: answer of {} bytes is too large", b.len()),
+                };
+            }
+            Err(e) => {
+                return LookupResult::Failed {
+                    transient: true,
+                    detail: format!("GET {url}: answer broke off: {e}"),
+                };
+            }
+        };
+        let doc: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return LookupResult::Failed {
+                    transient: false,
+                    detail: format!("GET {url}: answer is not JSON: {e}"),
+                };
+            }
+        };
+        match doc.pointer(&self.settings.results_pointer) {
+            Some(Value::Array(items)) => LookupResult::Found(items.clone()),
+            Some(Value::Null) | None => LookupResult::Found(Vec::new()),
+            Some(obj @ Value::Object(_)) => LookupResult::Found(vec![obj.clone()]),
+            Some(other) => LookupResult::Failed {
+                transient: false,
+                detail: format!(
+                    "GET {url}: {:?} holds {other}, not a list of objects",
+                    self.settings.results_pointer
+                ),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode;
+
+    #[test]
+    fn keys_are_percent_encoded() {
+        assert_eq!(encode("order-8172_a.b~c"), "order-8172_a.b~c");
+        assert_eq!(encode("a/b?c=d&e#f"), "a%2Fb%3Fc%3Dd%26e%23f");
+    }
+}
