@@ -819,12 +819,77 @@ async fn nothing_found_is_reissued_only_after_the_consistency_window() {
     env.drop_db().await;
 }
 
+/// Tests that use RabbitMQ run one at a time: one of them stops the broker.
+static AMQP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn amqp_url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+/// Reads every message waiting in `queue` (no ack needed: they are taken).
+async fn drain_queue(queue: &str) -> Vec<(String, Value)> {
+    use lapin::options::BasicGetOptions;
+    let conn = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    let mut out = Vec::new();
+    while let Some(m) = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("basic_get")
+    {
+        let id = m
+            .delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        out.push((
+            id,
+            serde_json::from_slice(&m.delivery.data).expect("json body"),
+        ));
+    }
+    let _ = conn.close(200, "done".into()).await;
+    out
+}
+
+async fn delete_exchange(exchange: &str) {
+    use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+    let conn = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    for reason in oncebox_worker::REASONS {
+        let _ = channel
+            .queue_delete(
+                format!("{exchange}.{reason}").as_str().into(),
+                QueueDeleteOptions::default(),
+            )
+            .await;
+    }
+    let _ = channel
+        .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
+        .await;
+    let _ = conn.close(200, "done".into()).await;
+}
+
+async fn notify_rows(env: &Env) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE phase = 'notify'")
+        .fetch_one(&env.pool)
+        .await
+        .expect("n")
+}
+
 #[tokio::test]
-async fn two_effects_found_need_review_and_a_dead_letter_is_queued() {
+async fn two_effects_found_need_review_and_one_dead_letter_reaches_its_queue() {
+    let _one_at_a_time = AMQP.lock().await;
     let rx = Receiver::start(ReceiverConfig::default())
         .await
         .expect("receiver");
     let env = Env::new("ambiguous", &reconcile_config(&rx, "30s")).await;
+    let exchange = format!("{}.dead-letter", env.name);
     env.submit(NewIntent::new(
         "t1",
         "twice",
@@ -832,25 +897,137 @@ async fn two_effects_found_need_review_and_a_dead_letter_is_queued() {
         json!({"n": 2, "faults": ["double"]}),
     ))
     .await;
-    let worker = env.worker("w", &[], "5s");
+    let url = amqp_url();
+    let worker = env.worker_with(
+        "w",
+        &[],
+        "5s",
+        &["--amqp-url", &url, "--dead-letter-exchange", &exchange],
+    );
     env.wait_until(Duration::from_secs(20), "needs_review", || async {
         env.status_of("twice").await == "needs_review"
     })
+    .await;
+    // The notify row is deleted only after the broker confirmed the routed message.
+    env.wait_until(
+        Duration::from_secs(20),
+        "the dead letter to be published",
+        || async { notify_rows(&env).await == 0 },
+    )
     .await;
     assert!(stop(worker).await.success());
     assert_eq!(
         reports(&env, "twice").await,
         ["unknown", "lookup_ambiguous"]
     );
-    let phases: Vec<String> = sqlx::query_scalar("SELECT phase FROM oncebox.outbox")
-        .fetch_all(&env.pool)
+    let messages = drain_queue(&format!("{exchange}.needs_review")).await;
+    assert_eq!(messages.len(), 1, "exactly one message: {messages:?}");
+    let (id, body) = &messages[0];
+    assert_eq!(id, "dlq:twice");
+    assert_eq!(body["status"], "needs_review");
+    assert_eq!(body["tenant"], "t1");
+    assert_eq!(body["last_error"]["code"], "lookup_ambiguous");
+    assert!(drain_queue(&format!("{exchange}.failed")).await.is_empty());
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox")
+        .fetch_one(&env.pool)
         .await
-        .expect("outbox");
-    assert_eq!(
-        phases,
-        ["notify"],
-        "the reconcile row is gone and a dead-letter notification waits"
-    );
+        .expect("n");
+    assert_eq!(outbox, 0);
     assert_eq!(rx.seen().len(), 1, "never re-sent");
+    delete_exchange(&exchange).await;
+    env.drop_db().await;
+}
+
+fn rabbitmqctl(cmd: &str) {
+    let ok = Command::new("rabbitmqctl")
+        .arg(cmd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("rabbitmqctl");
+    assert!(ok.success(), "rabbitmqctl {cmd}");
+}
+
+#[tokio::test]
+async fn dead_letters_wait_out_a_rabbitmq_outage_and_arrive_once_each() {
+    let _one_at_a_time = AMQP.lock().await;
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("outage", &config(&rx.url(), "key", "")).await;
+    let exchange = format!("{}.dead-letter", env.name);
+    let url = amqp_url();
+    let worker = env.worker_with(
+        "w",
+        &[],
+        "5s",
+        &["--amqp-url", &url, "--dead-letter-exchange", &exchange],
+    );
+    // Let the publisher connect and declare its queues, then take the broker away.
+    env.wait_until(
+        Duration::from_secs(10),
+        "the dead-letter queues",
+        || async {
+            Command::new("rabbitmqctl")
+                .args(["list_queues", "name"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{exchange}.failed")))
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    rabbitmqctl("stop_app");
+    for i in 0..5 {
+        env.submit(NewIntent::new(
+            "t1",
+            format!("refused-{i}"),
+            "create_invoice",
+            json!({"faults": ["400"]}),
+        ))
+        .await;
+    }
+    env.wait_until(Duration::from_secs(20), "five failed intents", || async {
+        env.status_counts().await.get("failed") == Some(&5)
+    })
+    .await;
+    // While the broker is down the notifications wait, and publishing is being retried.
+    env.wait_until(
+        Duration::from_secs(20),
+        "a failed publish attempt",
+        || async {
+            let retried: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM oncebox.outbox WHERE phase = 'notify' AND attempt > 0",
+            )
+            .fetch_one(&env.pool)
+            .await
+            .expect("n");
+            retried > 0
+        },
+    )
+    .await;
+    assert_eq!(
+        notify_rows(&env).await,
+        5,
+        "nothing is lost while RabbitMQ is down"
+    );
+    rabbitmqctl("start_app");
+    env.wait_until(
+        Duration::from_secs(60),
+        "every dead letter published",
+        || async { notify_rows(&env).await == 0 },
+    )
+    .await;
+    assert!(stop(worker).await.success());
+    let messages = drain_queue(&format!("{exchange}.failed")).await;
+    let mut ids: Vec<String> = messages.iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        (0..5)
+            .map(|i| format!("dlq:refused-{i}"))
+            .collect::<Vec<_>>(),
+        "each once"
+    );
+    delete_exchange(&exchange).await;
     env.drop_db().await;
 }

@@ -62,6 +62,14 @@ pub struct ClaimedRow {
     pub status: String,
     /// The receiver's reference, when one is known.
     pub external_reference: Option<String>,
+    /// The intent's last error.
+    pub last_error: Option<Json<Value>>,
+    /// The intent's attempts so far.
+    pub attempt_count: i32,
+    /// When the intent was accepted.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
     /// The intent's deadline.
     pub deadline: Option<DateTime<Utc>>,
     /// True when the deadline has passed (by the database's clock).

@@ -21,7 +21,8 @@ pub use claim::{ClaimedRow, Phase, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
 pub use record::{
-    Completion, Next, Report, mark_dispatched, mark_reconciling, record, release, renew,
+    Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
+    release, renew,
 };
 pub use submit::{Intake, Submitted};
 pub use wake::{deregister_waiting, register_waiting};

@@ -179,6 +179,44 @@ pub async fn mark_dispatched(
         .await
 }
 
+/// Deletes notify rows whose dead letters were published (fenced); returns those deleted.
+///
+/// # Errors
+/// The database's error.
+pub async fn notify_done(
+    conn: &mut PgConnection,
+    worker: &str,
+    leases: &[(i64, i64)],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
+    sqlx::query_scalar(include_str!("../queries/notify_done.sql"))
+        .bind(ids)
+        .bind(epochs)
+        .bind(worker)
+        .fetch_all(conn)
+        .await
+}
+
+/// Reschedules notify rows that could not be published (fenced), after `delay`.
+///
+/// # Errors
+/// The database's error.
+pub async fn notify_later(
+    conn: &mut PgConnection,
+    worker: &str,
+    leases: &[(i64, i64)],
+    delay: Duration,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
+    sqlx::query_scalar(include_str!("../queries/notify_later.sql"))
+        .bind(ids)
+        .bind(epochs)
+        .bind(worker)
+        .bind(delay.as_secs_f64())
+        .fetch_all(conn)
+        .await
+}
+
 /// Moves claimed reconcile rows' intents from `unknown` to `reconciling`, fenced on
 /// `(intent_id, epoch)`; returns the intents marked: only those may be looked up.
 ///

@@ -6,12 +6,14 @@
 //! fenced on the epoch. No database transaction is open while a destination is called.
 //! Run as many worker processes as you like: SKIP LOCKED shares the work.
 
+mod dead_letter;
 mod decide;
 mod metrics;
 mod reconcile;
 mod routes;
 mod worker;
 
+pub use dead_letter::{REASONS, connect as connect_dead_letters, message as dead_letter_message};
 pub use decide::decide;
 pub use metrics::Metrics;
 pub use reconcile::{Reconciling, decide_reconcile, look_again_in};

@@ -42,6 +42,10 @@ pub struct WorkerSettings {
     pub busy_poll: Duration,
     /// After this long without work, register as waiting and sleep on LISTEN instead.
     pub idle_after: Duration,
+    /// RabbitMQ URL for dead letters; without it they wait in the outbox.
+    pub amqp_url: Option<String>,
+    /// The dead-letter exchange; queues are `<exchange>.<reason>`.
+    pub dead_letter_exchange: String,
 }
 
 impl Default for WorkerSettings {
@@ -56,6 +60,8 @@ impl Default for WorkerSettings {
             record_batch: 256,
             busy_poll: Duration::from_millis(2),
             idle_after: Duration::from_secs(1),
+            amqp_url: None,
+            dead_letter_exchange: "oncebox.dead-letter".into(),
         }
     }
 }
@@ -126,6 +132,17 @@ pub async fn run(
         renewer_stop.clone(),
     ));
     let gauges = tokio::spawn(gauges(pool.clone(), metrics.clone(), renewer_stop.clone()));
+    let notifier = settings.amqp_url.clone().map(|url| {
+        tokio::spawn(crate::dead_letter::notify_loop(
+            pool.clone(),
+            settings.clone(),
+            url,
+            cancel.clone(),
+        ))
+    });
+    if notifier.is_none() {
+        tracing::warn!("no AMQP URL: dead letters are queued in the outbox but not published");
+    }
     let reconciler = tokio::spawn(reconcile_loop(
         pool.clone(),
         routes.clone(),
@@ -236,6 +253,9 @@ pub async fn run(
         .collect();
     tasks.abort_all();
     let _ = reconciler.await;
+    if let Some(n) = notifier {
+        let _ = n.await;
+    }
     drop(done_tx);
     let _ = completer.await;
     if !unfinished.is_empty()

@@ -134,6 +134,14 @@ pub(crate) struct WorkerArgs {
     /// Rows per claim, at most.
     #[arg(long, default_value_t = 100)]
     pub(crate) batch: usize,
+    /// RabbitMQ URL for dead letters (e.g. amqp://guest:guest@127.0.0.1:5672/%2f); without it
+    /// dead letters wait in the outbox.
+    #[arg(long, env = "AMQP_URL", hide_env_values = true)]
+    pub(crate) amqp_url: Option<String>,
+    /// The dead-letter exchange (topic, durable); queues are EXCHANGE.failed, .expired and
+    /// .needs_review.
+    #[arg(long, default_value = "oncebox.dead-letter")]
+    pub(crate) dead_letter_exchange: String,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {

@@ -58,6 +58,8 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         lease: args.lease,
         poll_interval: args.poll_interval,
         grace: args.grace,
+        amqp_url: args.amqp_url,
+        dead_letter_exchange: args.dead_letter_exchange,
         ..WorkerSettings::default()
     };
     oncebox_worker::run(pool, routes, settings, metrics, cancel)
