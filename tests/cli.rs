@@ -170,6 +170,16 @@ fn help_is_there_for_every_subcommand() {
         &["show"],
         &["bench"],
         &["bench", "intake"],
+        &["bench", "deliver"],
+        &["worker"],
+        &["ops"],
+        &["ops", "list"],
+        &["ops", "show"],
+        &["ops", "retry"],
+        &["ops", "resolve"],
+        &["ops", "cancel"],
+        &["ops", "purge"],
+        &["ops", "stats"],
         &["demo"],
     ] {
         let o = Command::new(BIN)

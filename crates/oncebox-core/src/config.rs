@@ -235,7 +235,7 @@ fn default_consistency_window() -> Duration {
     Duration::from_secs(60)
 }
 
-/// Parses "250ms", "10s", "5m", "1h" (a whole number and a unit).
+/// Parses "250ms", "10s", "5m", "1h", "30d" (a whole number and a unit).
 ///
 /// # Errors
 /// A message saying what is accepted.
@@ -251,6 +251,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => Duration::from_secs(n),
         "m" => Duration::from_secs(n.saturating_mul(60)),
         "h" => Duration::from_secs(n.saturating_mul(3600)),
+        "d" => Duration::from_secs(n.saturating_mul(86_400)),
         _ => {
             return Err(format!(
                 "{text:?} has no unit; write it like \"250ms\", \"10s\", \"5m\" or \"1h\""
@@ -510,6 +511,7 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("ten s").is_err());
         assert!(parse_duration("1.5s").is_err());

@@ -8,6 +8,7 @@
 mod claim;
 mod error;
 mod intent;
+pub mod ops;
 mod record;
 mod submit;
 mod wake;

@@ -46,6 +46,8 @@ pub struct WorkerSettings {
     pub amqp_url: Option<String>,
     /// The dead-letter exchange; queues are `<exchange>.<reason>`.
     pub dead_letter_exchange: String,
+    /// Claim deliveries (default); false runs only reconciliation and dead letters.
+    pub deliver: bool,
 }
 
 impl Default for WorkerSettings {
@@ -62,6 +64,7 @@ impl Default for WorkerSettings {
             idle_after: Duration::from_secs(1),
             amqp_url: None,
             dead_letter_exchange: "oncebox.dead-letter".into(),
+            deliver: true,
         }
     }
 }
@@ -155,6 +158,10 @@ pub async fn run(
     let mut last_work = Instant::now();
     tracing::info!(worker = %settings.id, concurrency = settings.concurrency, "worker started");
 
+    if !settings.deliver {
+        tracing::info!(worker = %settings.id, "reconciliation and dead letters only: no deliveries claimed");
+        cancel.cancelled().await;
+    }
     while !cancel.is_cancelled() {
         metrics.heartbeat(now_ms());
         while tasks.try_join_next().is_some() {}

@@ -53,6 +53,9 @@ pub(crate) enum Command {
     /// Show one intent by tenant and idempotency key.
     #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
+    /// Operate on intents: list, show, retry, resolve, cancel, purge, stats.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
     /// Stops on SIGTERM or SIGINT after finishing (or releasing) in-flight work; exit 0.
     #[command(after_help = EXIT_CODES)]
@@ -106,6 +109,121 @@ pub(crate) struct SubmitArgs {
     pub(crate) deadline: Option<String>,
 }
 
+/// Operator commands. Every one takes `--json`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum OpsCommand {
+    /// List intents, oldest first.
+    #[command(after_help = EXIT_CODES)]
+    List(OpsListArgs),
+    /// Show one intent and its whole history (the retry report).
+    #[command(after_help = EXIT_CODES)]
+    Show(OpsTarget),
+    /// Send a failed or needs_review intent back to pending with the same key. Refuses
+    /// succeeded intents (a retry could repeat their effect).
+    #[command(after_help = EXIT_CODES)]
+    Retry(OpsRetryArgs),
+    /// Decide an intent that needs review: --succeeded [--reference R] or --failed --reason TEXT.
+    #[command(after_help = EXIT_CODES)]
+    Resolve(OpsResolveArgs),
+    /// Cancel a pending intent that was never dispatched; otherwise say why not (exit 3).
+    #[command(after_help = EXIT_CODES)]
+    Cancel(OpsTarget),
+    /// Remove terminal intents completed longer ago than --older-than (default 30d, at least
+    /// 1d), with their history. Non-terminal intents are never removed. A purged key can be
+    /// used again: keep retention longer than any agent's retry window.
+    #[command(after_help = EXIT_CODES)]
+    Purge(OpsPurgeArgs),
+    /// Counts by status, outbox rows by phase, age of the oldest ready row, and dead-letter queue
+    /// depths read from RabbitMQ (with AMQP_URL).
+    #[command(after_help = EXIT_CODES)]
+    Stats(OpsStatsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsListArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// Only this status (pending, in_flight, unknown, reconciling, needs_review, succeeded,
+    /// failed, cancelled, expired).
+    #[arg(long)]
+    pub(crate) status: Option<String>,
+    /// Only this tenant.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Only this action.
+    #[arg(long)]
+    pub(crate) action: Option<String>,
+    /// Only intents not updated for this long (e.g. 10m, 2h, 7d).
+    #[arg(long, value_parser = duration)]
+    pub(crate) older_than: Option<std::time::Duration>,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: i64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsTarget {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The intent's idempotency key, or its numeric id.
+    pub(crate) key: String,
+    /// The tenant, when the key is used by several.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Who acts (recorded in the history); default $USER.
+    #[arg(long, env = "USER", default_value = "ops")]
+    pub(crate) actor: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsRetryArgs {
+    #[command(flatten)]
+    pub(crate) target: OpsTarget,
+    /// Why (recorded in the history).
+    #[arg(long, default_value = "operator retry")]
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("decision").required(true).args(["succeeded", "failed"])))]
+pub(crate) struct OpsResolveArgs {
+    #[command(flatten)]
+    pub(crate) target: OpsTarget,
+    /// The effect happened.
+    #[arg(long)]
+    pub(crate) succeeded: bool,
+    /// The receiver's reference for it (with --succeeded).
+    #[arg(long, requires = "succeeded")]
+    pub(crate) reference: Option<String>,
+    /// The effect did not and will not happen (requires --reason).
+    #[arg(long, requires = "reason")]
+    pub(crate) failed: bool,
+    /// Why (required with --failed).
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsPurgeArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// Retention: remove terminal intents completed longer ago than this (at least 1d).
+    #[arg(long, default_value = "30d", value_parser = duration)]
+    pub(crate) older_than: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsStatsArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// RabbitMQ URL, to read dead-letter queue depths.
+    #[arg(long, env = "AMQP_URL", hide_env_values = true)]
+    pub(crate) amqp_url: Option<String>,
+    /// The dead-letter exchange (queues EXCHANGE.failed, .expired, .needs_review).
+    #[arg(long, default_value = "oncebox.dead-letter")]
+    pub(crate) dead_letter_exchange: String,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
@@ -142,6 +260,9 @@ pub(crate) struct WorkerArgs {
     /// .needs_review.
     #[arg(long, default_value = "oncebox.dead-letter")]
     pub(crate) dead_letter_exchange: String,
+    /// Run only reconciliation (and dead-letter publishing): claim no deliveries.
+    #[arg(long)]
+    pub(crate) reconcile_only: bool,
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {

@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod demo;
 mod exit;
+mod ops;
 mod output;
 mod run_worker;
 mod scratch;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
             Command::Hash(args) => commands::hash(args, json),
             Command::Show(args) => commands::show(args, json).await,
             Command::Worker(args) => run_worker::run(args).await,
+            Command::Ops(cmd) => ops::run(cmd, json).await,
             Command::Bench(args) => bench::run(args, json).await,
             Command::Demo(args) => demo::run(args, json).await,
         }

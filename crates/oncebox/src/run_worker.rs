@@ -60,6 +60,7 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         grace: args.grace,
         amqp_url: args.amqp_url,
         dead_letter_exchange: args.dead_letter_exchange,
+        deliver: !args.reconcile_only,
         ..WorkerSettings::default()
     };
     oncebox_worker::run(pool, routes, settings, metrics, cancel)
