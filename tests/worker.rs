@@ -938,6 +938,20 @@ async fn two_effects_found_need_review_and_one_dead_letter_reaches_its_queue() {
     env.drop_db().await;
 }
 
+/// Starts the RabbitMQ app again when dropped, so a failing outage test never leaves the broker
+/// down for the tests after it.
+struct BrokerBackUp;
+
+impl Drop for BrokerBackUp {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .arg("start_app")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 fn rabbitmqctl(cmd: &str) {
     let ok = Command::new("rabbitmqctl")
         .arg(cmd)
@@ -976,6 +990,7 @@ async fn dead_letters_wait_out_a_rabbitmq_outage_and_arrive_once_each() {
         },
     )
     .await;
+    let back_up = BrokerBackUp;
     rabbitmqctl("stop_app");
     for i in 0..5 {
         env.submit(NewIntent::new(
@@ -1010,7 +1025,7 @@ async fn dead_letters_wait_out_a_rabbitmq_outage_and_arrive_once_each() {
         5,
         "nothing is lost while RabbitMQ is down"
     );
-    rabbitmqctl("start_app");
+    drop(back_up); // starts the broker again
     env.wait_until(
         Duration::from_secs(60),
         "every dead letter published",
