@@ -13,6 +13,7 @@ use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, PgPool, Row};
+use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 
@@ -1298,5 +1299,321 @@ async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
         "no delivery by a reconcile-only worker"
     );
     assert_eq!(rx.seen().len(), 1, "only the first worker's POST");
+    env.drop_db().await;
+}
+
+fn amqp_config(exchange: &str, routing_key: &str) -> String {
+    format!(
+        r#"
+[actions.create_invoice]
+destination = "bus"
+
+[destinations.bus]
+kind = "amqp"
+exchange = "{exchange}"
+routing_key = "{routing_key}"
+idempotency = "key"
+timeout = "3s"
+
+[destinations.bus.retry]
+max_attempts = 30
+initial_delay = "50ms"
+max_delay = "500ms"
+"#
+    )
+}
+
+/// Declares `queue` (durable) whose rejected messages go to `queue.dlq`.
+async fn declare_consumer_queue(queue: &str) {
+    use lapin::options::QueueDeclareOptions;
+    use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+    let conn = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    let dlq = format!("{queue}.dlq");
+    channel
+        .queue_declare(
+            dlq.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("dlq");
+    let mut args = FieldTable::default();
+    args.insert(
+        ShortString::from("x-dead-letter-exchange"),
+        AMQPValue::LongString(LongString::from("")),
+    );
+    args.insert(
+        ShortString::from("x-dead-letter-routing-key"),
+        AMQPValue::LongString(LongString::from(dlq)),
+    );
+    channel
+        .queue_declare(queue.into(), QueueDeclareOptions::durable(), args)
+        .await
+        .expect("queue");
+    let _ = conn.close(200, "done".into()).await;
+}
+
+async fn delete_queues(names: &[String]) {
+    use lapin::options::QueueDeleteOptions;
+    let conn = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    for n in names {
+        let _ = channel
+            .queue_delete(n.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    let _ = conn.close(200, "done".into()).await;
+}
+
+/// The consumer's business write: one row per message applied (no unique key on purpose, so a
+/// double application would show as an extra row). Fails for messages marked poison.
+fn apply_received<'c>(
+    conn: &'c mut sqlx::PgConnection,
+    d: &'c lapin::message::Delivery,
+) -> oncebox_inbox::HandlerFuture<'c, String> {
+    let id = d.properties.message_id().as_ref().map(|s| s.to_string());
+    let body: Value = serde_json::from_slice(&d.data).unwrap_or(Value::Null);
+    Box::pin(async move {
+        if body["poison"] == true {
+            return Err("cannot apply a poison message".to_owned());
+        }
+        sqlx::query("INSERT INTO received (message_id, n) VALUES ($1, $2)")
+            .bind(id)
+            .bind(body["n"].as_i64())
+            .execute(conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+}
+
+async fn start_consumer(
+    env: &Env,
+    queue: &str,
+    max_deliveries: u32,
+) -> (
+    oncebox_inbox::Inbox,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
+    sqlx::query("CREATE TABLE IF NOT EXISTS received (message_id text, n bigint)")
+        .execute(&env.pool)
+        .await
+        .expect("table");
+    let inbox = oncebox_inbox::Inbox::new(env.pool.clone(), "test-consumer", max_deliveries);
+    let cancel = CancellationToken::new();
+    let (i, c, q, url) = (inbox.clone(), cancel.clone(), queue.to_owned(), amqp_url());
+    let task = tokio::spawn(async move { i.run(&url, &q, 50, apply_received, c).await });
+    (inbox, cancel, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connection_drops() {
+    const N: i64 = 5_000;
+    let _one_at_a_time = AMQP.lock().await;
+    let name = format!("oncebox_w_amqp5k_{}", std::process::id());
+    let queue = format!("{name}.invoices");
+    declare_consumer_queue(&queue).await;
+    let env = Env::new("amqp5k", &amqp_config("", &queue)).await;
+    {
+        let mut tx = env.pool.begin().await.expect("begin");
+        for i in 0..N {
+            env.intake
+                .submit(
+                    &mut tx,
+                    NewIntent::new("t1", format!("bus-{i}"), "create_invoice", json!({"n": i})),
+                )
+                .await
+                .expect("submit");
+        }
+        tx.commit().await.expect("commit");
+    }
+    let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 5).await;
+    let url = amqp_url();
+    let workers: Vec<Child> = (0..2)
+        .map(|w| env.worker_with(&format!("w{w}"), &[], "10s", &["--amqp-url", &url]))
+        .collect();
+    let applied = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT message_id) FROM received")
+            .fetch_one(&env.pool)
+            .await
+            .expect("n")
+    };
+    // Force every connection closed twice while messages flow.
+    for threshold in [N / 4, N * 3 / 4] {
+        env.wait_until(Duration::from_secs(120), "progress", || async {
+            applied().await >= threshold
+        })
+        .await;
+        let closed = Command::new("rabbitmqctl")
+            .args(["close_all_connections", "oncebox test: forced close"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("rabbitmqctl");
+        assert!(closed.success());
+    }
+    env.wait_until(
+        Duration::from_secs(180),
+        "every message applied",
+        || async { applied().await == N },
+    )
+    .await;
+    env.wait_until(
+        Duration::from_secs(60),
+        "every intent succeeded",
+        || async { env.status_counts().await.get("succeeded") == Some(&N) },
+    )
+    .await;
+    for w in workers {
+        assert!(stop(w).await.success());
+    }
+    // Let the consumer drain whatever duplicates are still queued, then stop it.
+    env.wait_until(Duration::from_secs(30), "the queue to drain", || async {
+        use lapin::options::QueueDeclareOptions;
+        let conn = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+            .await
+            .expect("amqp");
+        let ch = conn.create_channel().await.expect("channel");
+        let q = ch
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .expect("passive declare");
+        let _ = conn.close(200, "done".into()).await;
+        q.message_count() == 0
+    })
+    .await;
+    stop_consumer.cancel();
+    consumer.await.expect("consumer");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM received")
+        .fetch_one(&env.pool)
+        .await
+        .expect("rows");
+    let c = &inbox.counters;
+    let (dups, redelivered) = (
+        c.duplicates.load(std::sync::atomic::Ordering::Relaxed),
+        c.redelivered.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
+        .fetch_one(&env.pool)
+        .await
+        .expect("n");
+    println!(
+        "amqp: {N} intents, {attempts} publish attempts, {redelivered} redeliveries seen, {dups} duplicates filtered by the inbox"
+    );
+    assert_eq!(
+        rows, N,
+        "the business table holds exactly one row per intent"
+    );
+    delete_queues(&[queue.clone(), format!("{queue}.dlq")]).await;
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn unroutable_with_mandatory_fails_and_is_dead_lettered() {
+    let _one_at_a_time = AMQP.lock().await;
+    let env = Env::new("unroutable", &amqp_config("amq.direct", "nowhere-at-all")).await;
+    let exchange = format!("{}.dead-letter", env.name);
+    env.submit(NewIntent::new(
+        "t1",
+        "lost-letter",
+        "create_invoice",
+        json!({"n": 1}),
+    ))
+    .await;
+    let url = amqp_url();
+    let worker = env.worker_with(
+        "w",
+        &[],
+        "10s",
+        &["--amqp-url", &url, "--dead-letter-exchange", &exchange],
+    );
+    env.wait_until(Duration::from_secs(20), "failed", || async {
+        env.status_of("lost-letter").await == "failed"
+    })
+    .await;
+    env.wait_until(Duration::from_secs(20), "dead letter published", || async {
+        notify_rows(&env).await == 0
+    })
+    .await;
+    assert!(stop(worker).await.success());
+    let error: Value = sqlx::query_scalar("SELECT last_error FROM oncebox.intents")
+        .fetch_one(&env.pool)
+        .await
+        .expect("error");
+    assert_eq!(error["code"], "unroutable");
+    let letters = drain_queue(&format!("{exchange}.failed")).await;
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].0, "dlq:lost-letter");
+    delete_exchange(&exchange).await;
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
+    let _one_at_a_time = AMQP.lock().await;
+    let name = format!("oncebox_w_poison_{}", std::process::id());
+    let queue = format!("{name}.invoices");
+    declare_consumer_queue(&queue).await;
+    let env = Env::new("poison", &amqp_config("", &queue)).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "good",
+        "create_invoice",
+        json!({"n": 1}),
+    ))
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "poison",
+        "create_invoice",
+        json!({"n": 2, "poison": true}),
+    ))
+    .await;
+    let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 3).await;
+    let url = amqp_url();
+    let worker = env.worker_with("w", &[], "10s", &["--amqp-url", &url]);
+    env.wait_until(
+        Duration::from_secs(30),
+        "the poison message rejected",
+        || async {
+            inbox
+                .counters
+                .rejected
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 1
+        },
+    )
+    .await;
+    assert!(stop(worker).await.success());
+    stop_consumer.cancel();
+    consumer.await.expect("consumer");
+    let dead = drain_queue(&format!("{queue}.dlq")).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].0, "poison");
+    let failures: i32 =
+        sqlx::query_scalar("SELECT count FROM oncebox_inbox.failures WHERE message_id = 'poison'")
+            .fetch_one(&env.pool)
+            .await
+            .expect("failures");
+    assert_eq!(failures, 3, "rejected after 3 tries");
+    let rows: Vec<String> = sqlx::query_scalar("SELECT message_id FROM received")
+        .fetch_all(&env.pool)
+        .await
+        .expect("rows");
+    assert_eq!(rows, ["good"]);
+    delete_queues(&[queue.clone(), format!("{queue}.dlq")]).await;
     env.drop_db().await;
 }

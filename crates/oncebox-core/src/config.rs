@@ -70,6 +70,8 @@ impl IdempotencyMode {
 pub enum DestinationKind {
     /// An HTTP endpoint.
     Http,
+    /// A RabbitMQ exchange (AMQP 0-9-1), with publisher confirms.
+    Amqp,
 }
 
 /// The HTTP method used to deliver.
@@ -214,6 +216,26 @@ pub struct Destination {
     pub max_in_flight: Option<usize>,
     /// Reconciliation lookup; required for `idempotency = "lookup"`.
     pub lookup: Option<LookupSettings>,
+    /// AMQP: the broker URL (may read the environment with `${NAME}`); default `AMQP_URL`.
+    pub amqp_url: Option<HeaderValue>,
+    /// AMQP: the exchange to publish to ("" is the default exchange).
+    pub exchange: Option<String>,
+    /// AMQP: the routing key.
+    pub routing_key: Option<String>,
+    /// AMQP: publish as mandatory, so an unroutable message comes back and the intent fails
+    /// (default true).
+    #[serde(default = "default_true")]
+    pub mandatory: bool,
+    /// AMQP: unconfirmed messages allowed in flight on the channel (default 256).
+    #[serde(default = "default_max_unconfirmed")]
+    pub max_unconfirmed: usize,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_max_unconfirmed() -> usize {
+    256
 }
 
 fn default_max_attempts() -> u32 {
@@ -330,6 +352,26 @@ impl Config {
         }
         for (name, dest) in &self.destinations {
             let f = |field: &str| format!("destinations.{name}.{field}");
+            if dest.kind == DestinationKind::Amqp {
+                if dest.routing_key.is_none() {
+                    return err(f("routing_key"), "required for kind = \"amqp\"".into());
+                }
+                if dest.idempotency != IdempotencyMode::Key {
+                    return err(
+                        f("idempotency"),
+                        "AMQP destinations honour keys by contract (consumers deduplicate on message_id): use \"key\"".into(),
+                    );
+                }
+                if dest.max_unconfirmed == 0 {
+                    return err(f("max_unconfirmed"), "must be at least 1".into());
+                }
+                if dest.url.is_some() {
+                    return err(
+                        f("url"),
+                        "AMQP destinations take amqp_url (default AMQP_URL), not url".into(),
+                    );
+                }
+            }
             match (dest.kind, &dest.url) {
                 (DestinationKind::Http, None) => {
                     return err(f("url"), "required for kind = \"http\"".into());
@@ -427,25 +469,15 @@ impl Config {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
         for (name, dest) in &mut self.destinations {
+            if let Some(url) = &mut dest.amqp_url {
+                resolve_value(format!("destinations.{name}.amqp_url"), url, &lookup)?;
+            }
             for (header, value) in &mut dest.headers {
-                let mut out = String::new();
-                let mut rest = value.0.as_str();
-                while let Some(start) = rest.find("${") {
-                    out.push_str(&rest[..start]);
-                    let end = rest[start..]
-                        .find('}')
-                        .map(|e| start + e)
-                        .unwrap_or(rest.len());
-                    let var = &rest[start + 2..end];
-                    let resolved = lookup(var).ok_or_else(|| ConfigError {
-                        field: format!("destinations.{name}.headers.{header}"),
-                        reason: format!("environment variable {var} is not set"),
-                    })?;
-                    out.push_str(&resolved);
-                    rest = &rest[(end + 1).min(rest.len())..];
-                }
-                out.push_str(rest);
-                value.0 = out;
+                resolve_value(
+                    format!("destinations.{name}.headers.{header}"),
+                    value,
+                    &lookup,
+                )?;
             }
         }
         Ok(())
@@ -455,6 +487,33 @@ impl Config {
     pub fn action(&self, name: &str) -> Option<&Action> {
         self.actions.get(name)
     }
+}
+
+/// Resolves `${NAME}` in `value`; errors name `field`.
+fn resolve_value(
+    field: String,
+    value: &mut HeaderValue,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    let mut out = String::new();
+    let mut rest = value.0.as_str();
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find('}')
+            .map(|e| start + e)
+            .unwrap_or(rest.len());
+        let var = &rest[start + 2..end];
+        let resolved = lookup(var).ok_or_else(|| ConfigError {
+            field: field.clone(),
+            reason: format!("environment variable {var} is not set"),
+        })?;
+        out.push_str(&resolved);
+        rest = &rest[(end + 1).min(rest.len())..];
+    }
+    out.push_str(rest);
+    value.0 = out;
+    Ok(())
 }
 
 /// Checks the `${NAME}` references of a header template.

@@ -62,6 +62,16 @@ pub struct BuildError {
     reason: String,
 }
 
+impl BuildError {
+    pub(crate) fn new(destination: &str, field: &str, reason: &str) -> BuildError {
+        BuildError {
+            destination: destination.to_owned(),
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
 impl HttpDestination {
     /// Builds the adapter for destination `name`. Header values must already be resolved
     /// ([`oncebox_core::config::Config::resolve_env`]).

@@ -2,10 +2,12 @@
 //! carrying the stable idempotency key, and classify the answer into a
 //! [`DeliveryOutcome`] — the only place where that decision is made (DESIGN §5 Classify).
 
+mod amqp;
 mod classify;
 mod http;
 mod lookup;
 
+pub use amqp::AmqpDestination;
 pub use classify::{StatusClass, StatusOverrides, classify_status};
 pub use http::{
     BuildError, DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider,

@@ -17,5 +17,5 @@ pub use dead_letter::{REASONS, connect as connect_dead_letters, message as dead_
 pub use decide::decide;
 pub use metrics::Metrics;
 pub use reconcile::{Reconciling, decide_reconcile, look_again_in};
-pub use routes::{Route, RouteError, Routes};
+pub use routes::{Adapter, Route, RouteError, Routes};
 pub use worker::{WorkerError, WorkerSettings, run};

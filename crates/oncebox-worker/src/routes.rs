@@ -4,15 +4,55 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use oncebox_core::RetryPolicy;
+use oncebox_core::config::DestinationKind;
 use oncebox_core::config::{Config, IdempotencyMode};
-use oncebox_delivery::{HttpDestination, HttpLookup};
+use oncebox_delivery::{AmqpDestination, DeliveryRequest, HttpDestination, HttpLookup};
 use tokio::sync::Semaphore;
+
+/// A destination's transport adapter.
+#[derive(Debug)]
+pub enum Adapter {
+    /// HTTP.
+    Http(HttpDestination),
+    /// RabbitMQ.
+    Amqp(AmqpDestination),
+}
+
+impl Adapter {
+    /// The destination's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Adapter::Http(h) => h.name(),
+            Adapter::Amqp(a) => a.name(),
+        }
+    }
+
+    /// The request (or confirm) timeout.
+    pub fn timeout(&self) -> std::time::Duration {
+        match self {
+            Adapter::Http(h) => h.timeout(),
+            Adapter::Amqp(a) => a.timeout(),
+        }
+    }
+
+    /// Delivers one attempt within `budget`.
+    pub async fn deliver(
+        &self,
+        req: &DeliveryRequest<'_>,
+        budget: std::time::Duration,
+    ) -> oncebox_core::DeliveryOutcome {
+        match self {
+            Adapter::Http(h) => h.deliver(req, budget).await,
+            Adapter::Amqp(a) => a.deliver(req, budget).await,
+        }
+    }
+}
 
 /// How one action is delivered.
 #[derive(Debug)]
 pub struct Route {
     /// The destination's adapter.
-    pub destination: HttpDestination,
+    pub destination: Adapter,
     /// Its retry policy.
     pub policy: RetryPolicy,
     /// How it treats repeated keys.
@@ -37,17 +77,26 @@ pub struct Routes {
 pub struct RouteError(#[from] oncebox_delivery::BuildError);
 
 impl Routes {
-    /// Builds a route for every configured action (header secrets must be resolved).
+    /// Builds a route for every configured action (header secrets must be resolved); AMQP
+    /// destinations without `amqp_url` use `default_amqp_url` (the `AMQP_URL` environment).
     ///
     /// # Errors
     /// [`RouteError`] naming the destination field at fault.
-    pub fn from_config(config: &Config) -> Result<Routes, RouteError> {
+    pub fn from_config(
+        config: &Config,
+        default_amqp_url: Option<&str>,
+    ) -> Result<Routes, RouteError> {
         let mut by_dest: HashMap<&str, Arc<Route>> = HashMap::new();
         for (name, dest) in &config.destinations {
             by_dest.insert(
                 name,
                 Arc::new(Route {
-                    destination: HttpDestination::new(name, dest)?,
+                    destination: match dest.kind {
+                        DestinationKind::Http => Adapter::Http(HttpDestination::new(name, dest)?),
+                        DestinationKind::Amqp => {
+                            Adapter::Amqp(AmqpDestination::new(name, dest, default_amqp_url)?)
+                        }
+                    },
                     policy: dest.retry.policy(),
                     mode: dest.idempotency,
                     limit: dest.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),

@@ -90,7 +90,7 @@ async fn measure(a: &DeliverBenchArgs, scratch: &ScratchDb, json_out: bool) -> C
         receiver.url()
     ))
     .map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?;
-    let routes = Routes::from_config(&config).map_err(|e| CliError::Other(e.into()))?;
+    let routes = Routes::from_config(&config, None).map_err(|e| CliError::Other(e.into()))?;
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5))
         .await
         .map_err(|e| CliError::Other(e.into()))?;

@@ -14,8 +14,8 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     config
         .resolve_env(|name| std::env::var(name).ok())
         .map_err(|e| CliError::usage(e.field.clone(), e.to_string()))?;
-    let routes =
-        Routes::from_config(&config).map_err(|e| CliError::usage("destinations", e.to_string()))?;
+    let routes = Routes::from_config(&config, args.amqp_url.as_deref())
+        .map_err(|e| CliError::usage("destinations", e.to_string()))?;
     if args.concurrency == 0 || args.batch == 0 {
         return Err(CliError::usage(
             "concurrency",
