@@ -1435,8 +1435,16 @@ async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connect
     }
     let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 5).await;
     let url = amqp_url();
+    let dlx = format!("{}.dead-letter", env.name);
     let workers: Vec<Child> = (0..2)
-        .map(|w| env.worker_with(&format!("w{w}"), &[], "10s", &["--amqp-url", &url]))
+        .map(|w| {
+            env.worker_with(
+                &format!("w{w}"),
+                &[],
+                "10s",
+                &["--amqp-url", &url, "--dead-letter-exchange", &dlx],
+            )
+        })
         .collect();
     let applied = || async {
         sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT message_id) FROM received")
@@ -1584,7 +1592,13 @@ async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
     .await;
     let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 3).await;
     let url = amqp_url();
-    let worker = env.worker_with("w", &[], "10s", &["--amqp-url", &url]);
+    let dlx = format!("{}.dead-letter", env.name);
+    let worker = env.worker_with(
+        "w",
+        &[],
+        "10s",
+        &["--amqp-url", &url, "--dead-letter-exchange", &dlx],
+    );
     env.wait_until(
         Duration::from_secs(30),
         "the poison message rejected",
@@ -1616,4 +1630,59 @@ async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
     assert_eq!(rows, ["good"]);
     delete_queues(&[queue.clone(), format!("{queue}.dlq")]).await;
     env.drop_db().await;
+}
+
+#[tokio::test]
+async fn rabbitmq_definitions_load_and_match_what_workers_declare() {
+    let _one_at_a_time = AMQP.lock().await;
+    // Start from a clean slate for the default names: the import keeps an existing queue as it
+    // is, whatever its type.
+    for reason in oncebox_worker::REASONS {
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_queue", &format!("oncebox.dead-letter.{reason}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/rabbitmq/definitions.json"
+    );
+    let loaded = Command::new("rabbitmqctl")
+        .args(["import_definitions", file])
+        .output()
+        .expect("rabbitmqctl");
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    let listed = Command::new("rabbitmqctl")
+        .args(["list_queues", "name", "type", "policy"])
+        .output()
+        .expect("list");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    for q in [
+        "oncebox.dead-letter.failed",
+        "oncebox.dead-letter.expired",
+        "oncebox.dead-letter.needs_review",
+    ] {
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.starts_with(q) && l.contains("quorum")),
+            "{q} missing:\n{listed}"
+        );
+    }
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("oncebox.consumer.invoices\t")
+                && l.contains("oncebox-consumer-dead-letters")),
+        "policy not applied:\n{listed}"
+    );
+    // A worker's own declaration of the same topology is accepted (same queue type).
+    oncebox_worker::connect_dead_letters(&amqp_url(), "oncebox.dead-letter")
+        .await
+        .expect("equivalent declaration");
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -85,10 +86,23 @@ impl AmqpDestination {
         {
             return Ok(channel.clone());
         }
-        let conn = Connection::connect(&self.url, ConnectionProperties::default()).await?;
-        let channel = conn.create_channel().await?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
+        // Reconnect with backoff (the caller bounds the whole wait by its budget).
+        let open = || async {
+            let conn = Connection::connect(&self.url, ConnectionProperties::default()).await?;
+            let channel = conn.create_channel().await?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await?;
+            Ok::<_, lapin::Error>((conn, channel))
+        };
+        let (conn, channel) = open
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(50))
+                    .with_max_delay(Duration::from_secs(2))
+                    .with_max_times(6),
+            )
+            .notify(|e, d| tracing::warn!(destination = %self.name, error = %e, retry_in = ?d, "reconnecting to the broker"))
             .await?;
         *link = Some((conn, channel.clone()));
         Ok(channel)

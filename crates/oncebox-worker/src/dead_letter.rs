@@ -13,7 +13,7 @@ use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
     QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use oncebox_store::{ClaimedRow, Phase};
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::worker::WorkerSettings;
 
-/// The reasons, each with its durable queue `<exchange>.<reason>`.
+/// The reasons, each with its durable quorum queue `<exchange>.<reason>`.
 pub const REASONS: [&str; 3] = ["failed", "expired", "needs_review"];
 
 /// How long a publish may wait for its confirm before the outcome counts as unknown.
@@ -51,12 +51,15 @@ pub async fn connect(url: &str, exchange: &str) -> Result<(Connection, Channel),
         .await?;
     for reason in REASONS {
         let queue = format!("{exchange}.{reason}");
+        // Quorum queues, as deploy/rabbitmq/definitions.json declares them (a redeclare with
+        // other arguments would be refused).
+        let mut args = FieldTable::default();
+        args.insert(
+            ShortString::from("x-queue-type"),
+            AMQPValue::LongString(LongString::from("quorum")),
+        );
         channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions::durable(),
-                FieldTable::default(),
-            )
+            .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
             .await?;
         channel
             .queue_bind(
