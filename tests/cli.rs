@@ -548,6 +548,10 @@ async fn demo_runs_end_to_end_with_faults() {
     assert_eq!(r["effects"], 120, "one effect per intent at the receiver");
     assert_eq!(r["by_status"]["succeeded"], 120);
     assert!(
+        r["events_applied"].as_u64() > Some(0),
+        "events went through RabbitMQ and the inbox: {r}"
+    );
+    assert!(
         r["attempts_unknown"].as_u64() > Some(0),
         "dropped answers were re-sent: {r}"
     );
@@ -588,5 +592,29 @@ async fn bench_intake_reports_both_sides_and_a_ratio() {
         r["pgbench"].is_null(),
         "pgbench skipped without its script: {r}"
     );
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn bench_deliver_over_amqp_reports_both_sides() {
+    let db = TestDb::new("bench_amqp").await;
+    let o = db.run(&[
+        "bench",
+        "deliver",
+        "--amqp",
+        "--json",
+        "--intents",
+        "300",
+        "--concurrency",
+        "32",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["raw_publish_confirm_per_second"].as_f64() > Some(0.0),
+        "{r}"
+    );
+    assert!(r["ratio_to_raw"].as_f64() > Some(0.0), "{r}");
     db.drop_db().await;
 }

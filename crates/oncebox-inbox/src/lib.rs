@@ -208,9 +208,9 @@ impl Inbox {
                         FieldTable::default(),
                     )
                     .await?;
-                Ok::<_, lapin::Error>((conn, consumer))
+                Ok::<_, lapin::Error>((conn, channel, consumer))
             };
-            let (conn, mut consumer) = match session.await {
+            let (conn, channel, mut consumer) = match session.await {
                 Ok(s) => {
                     backoff = Duration::from_millis(100);
                     s
@@ -243,6 +243,9 @@ impl Inbox {
                     None => break,
                 }
             }
+            // Stop consuming, then close the channel, then the connection.
+            drop(consumer);
+            let _ = channel.close(200, "bye".into()).await;
             let _ = conn.close(200, "bye".into()).await;
         }
     }

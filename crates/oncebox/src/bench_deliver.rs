@@ -31,7 +31,11 @@ pub(crate) async fn run(a: DeliverBenchArgs, json_out: bool) -> CliResult {
         &format!("oncebox_bench_deliver_{}", std::process::id()),
     )
     .await?;
-    let result = measure(&a, &scratch, json_out).await;
+    let result = if a.amqp {
+        measure_amqp(&a, &scratch, json_out).await
+    } else {
+        measure(&a, &scratch, json_out).await
+    };
     scratch.drop_db().await?;
     result
 }
@@ -300,4 +304,146 @@ async fn raw_delivery_rps(
         eprintln!("raw baseline drained its backlog early: raise --baseline-rows");
     }
     Ok(Some((start - left) as f64 / a.seconds as f64))
+}
+
+/// Confirms allowed in flight, on both sides of the AMQP comparison.
+const CONFIRM_WINDOW: usize = 256;
+
+async fn measure_amqp(a: &DeliverBenchArgs, scratch: &ScratchDb, json_out: bool) -> CliResult {
+    use lapin::options::{
+        BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+    };
+    use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+
+    let queue = format!("{}.bench", scratch.name);
+    let conn = lapin::Connection::connect(&a.amqp_url, lapin::ConnectionProperties::default())
+        .await
+        .context("cannot connect to AMQP_URL")?;
+    let channel = conn.create_channel().await.context("channel")?;
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await
+        .context("queue")?;
+    let config = Config::from_toml(&format!(
+        "[actions.noop]\ndestination = \"bus\"\n[destinations.bus]\nkind = \"amqp\"\nexchange = \"\"\nrouting_key = \"{queue}\"\nidempotency = \"key\"\ntimeout = \"5s\"\nmax_unconfirmed = {CONFIRM_WINDOW}\n"
+    ))
+    .map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?;
+    let routes =
+        Routes::from_config(&config, Some(&a.amqp_url)).map_err(|e| CliError::Other(e.into()))?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5))
+        .await
+        .map_err(|e| CliError::Other(e.into()))?;
+    sqlx::query(
+        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
+                    SELECT 'bench', 'amqp-' || g, 'noop', repeat('0', 64), '{\"n\": 1}'
+                    FROM generate_series(1, $1) g RETURNING id)
+         INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM i",
+    )
+    .bind(i64::try_from(a.intents).unwrap_or(i64::MAX))
+    .execute(&pool)
+    .await?;
+    for sql in [
+        "VACUUM ANALYZE oncebox.intents",
+        "VACUUM ANALYZE oncebox.outbox",
+        "CHECKPOINT",
+    ] {
+        sqlx::raw_sql(sql).execute(&pool).await?;
+    }
+    let started = Instant::now();
+    let worker = start_worker(&pool, &routes, a.concurrency).await;
+    while outbox_left(&pool).await? > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ours = a.intents as f64 / started.elapsed().as_secs_f64();
+    worker.stop().await?;
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'")
+            .fetch_one(&pool)
+            .await?;
+    if succeeded != a.intents as i64 {
+        return Err(CliError::Other(anyhow::anyhow!(
+            "{succeeded} of {} intents succeeded",
+            a.intents
+        )));
+    }
+
+    // The raw loop: the same body and properties, persistent, at most CONFIRM_WINDOW unconfirmed.
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .context("confirms")?;
+    let body = br#"{"n":1}"#;
+    let started = Instant::now();
+    let mut pending: std::collections::VecDeque<lapin::PublisherConfirm> =
+        std::collections::VecDeque::with_capacity(CONFIRM_WINDOW);
+    for i in 0..a.intents {
+        let mut headers = FieldTable::default();
+        for (k, v) in [
+            ("Idempotency-Key", format!("raw-{i}")),
+            ("X-Oncebox-Tenant", "bench".to_owned()),
+            ("X-Oncebox-Action", "noop".to_owned()),
+            ("X-Oncebox-Request-Hash", "0".repeat(64)),
+            ("X-Oncebox-Attempt", "1".to_owned()),
+        ] {
+            headers.insert(
+                ShortString::from(k),
+                AMQPValue::LongString(LongString::from(v)),
+            );
+        }
+        let props = lapin::BasicProperties::default()
+            .with_message_id(format!("raw-{i}").into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
+        if pending.len() == CONFIRM_WINDOW
+            && let Some(oldest) = pending.pop_front()
+        {
+            oldest.await.context("confirm")?;
+        }
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                queue.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                },
+                body,
+                props,
+            )
+            .await
+            .context("publish")?;
+        pending.push_back(confirm);
+    }
+    for c in pending {
+        c.await.context("confirm")?;
+    }
+    let raw = a.intents as f64 / started.elapsed().as_secs_f64();
+    let _ = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = conn.close(200, "done".into()).await;
+    if json_out {
+        println!(
+            "{}",
+            json!({"benchmark": "deliver-amqp", "intents": a.intents, "concurrency": a.concurrency,
+                   "deliveries_per_second": ours, "raw_publish_confirm_per_second": raw, "ratio_to_raw": ours / raw})
+        );
+    } else {
+        println!(
+            "deliver --amqp: backlog of {} intents, one worker, concurrency {}, confirm window {CONFIRM_WINDOW}",
+            a.intents, a.concurrency
+        );
+        println!("  oncebox deliveries/s (publisher confirms, persistent)   {ours:>9.0}");
+        println!("  raw lapin publisher-confirm loop, same message/window   {raw:>9.0}");
+        println!(
+            "  ratio oncebox / raw                                     {:>9.2}",
+            ours / raw
+        );
+    }
+    Ok(())
 }

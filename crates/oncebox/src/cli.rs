@@ -332,6 +332,18 @@ pub(crate) struct DeliverBenchArgs {
     /// Rows of the raw baseline's backlog (it must not drain within --seconds).
     #[arg(long, default_value_t = 300_000)]
     pub(crate) baseline_rows: usize,
+    /// Deliver over AMQP to a scratch RabbitMQ queue instead, against a raw lapin
+    /// publisher-confirm loop (same message, persistent, same confirm window).
+    #[arg(long)]
+    pub(crate) amqp: bool,
+    /// RabbitMQ URL for --amqp.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub(crate) amqp_url: String,
 }
 
 #[derive(Debug, Args)]
@@ -368,6 +380,14 @@ pub(crate) struct DemoArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres"
     )]
     pub(crate) database_url: String,
+    /// RabbitMQ URL: one action of the demo publishes events, applied by an inbox consumer.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub(crate) amqp_url: String,
     /// The demo's database, dropped and created anew on every run.
     #[arg(long, default_value = "oncebox_demo")]
     pub(crate) database_name: String,

@@ -18,18 +18,38 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
+use oncebox_inbox::{HandlerFuture, Inbox};
 use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::{Intake, SubmitError};
 use serde_json::json;
 use sqlx::{PgPool, Row};
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::DemoArgs;
 use crate::exit::{CliError, CliResult};
 use crate::scratch::ScratchDb;
 
-fn demo_config(receiver_url: &str, archive_url: &str) -> String {
+fn demo_config(
+    receiver_url: &str,
+    archive_url: &str,
+    amqp_url: &str,
+    events_queue: &str,
+) -> String {
     format!(
         r#"
+[actions.publish_event]
+destination = "events"
+redact = [{{ pointer = "/customer/email", mode = "hash" }}]
+
+# RabbitMQ: message_id = key; the consumer's inbox applies each once.
+[destinations.events]
+kind = "amqp"
+amqp_url = "{amqp_url}"
+exchange = ""
+routing_key = "{events_queue}"
+idempotency = "key"
+timeout = "1s"
+
 [actions.create_invoice]
 destination = "billing"
 redact = [{{ pointer = "/customer/email", mode = "hash" }}]
@@ -130,7 +150,14 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     })
     .await
     .context("cannot start the archive receiver")?;
-    let config_text = demo_config(&receiver.url(), &archive.url());
+    let events_queue = format!("{}.events", scratch.name);
+    declare_queue(&args.amqp_url, &events_queue).await?;
+    let config_text = demo_config(
+        &receiver.url(),
+        &archive.url(),
+        &args.amqp_url,
+        &events_queue,
+    );
     let config = Config::from_toml(&config_text)
         .map_err(|e| CliError::Other(anyhow::anyhow!("demo config: {e}")))?;
     let config_path =
@@ -152,6 +179,21 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     sqlx::query("CREATE TABLE demo_orders (order_id text PRIMARY KEY, amount text NOT NULL, invoice_key text NOT NULL)")
         .execute(&pool)
         .await?;
+
+    sqlx::query("CREATE TABLE demo_events (message_id text, body jsonb)")
+        .execute(&pool)
+        .await?;
+    let inbox = Inbox::new(pool.clone(), "demo-events", 5);
+    let stop_consumer = CancellationToken::new();
+    let consumer = {
+        let (inbox, url, queue, stop) = (
+            inbox.clone(),
+            args.amqp_url.clone(),
+            events_queue.clone(),
+            stop_consumer.clone(),
+        );
+        tokio::spawn(async move { inbox.run(&url, &queue, 64, apply_event, stop).await })
+    };
 
     let tally = Arc::new(Tally::default());
     let mut agents = Vec::new();
@@ -187,6 +229,25 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     }
     pool_of_workers.stop_all().await;
     let _ = std::fs::remove_file(&config_path);
+    // Every published event is applied by the consumer (a few seconds at most).
+    let published: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM oncebox.intents WHERE action = 'publish_event' AND status = 'succeeded'",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let wait_start = Instant::now();
+    while wait_start.elapsed() < Duration::from_secs(20) {
+        let applied: i64 = sqlx::query_scalar("SELECT count(DISTINCT message_id) FROM demo_events")
+            .fetch_one(&pool)
+            .await?;
+        if applied >= published {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop_consumer.cancel();
+    let _ = consumer.await;
+    delete_queue(&args.amqp_url, &events_queue).await;
 
     let row = sqlx::query(
         "SELECT (SELECT count(*) FROM oncebox.intents) AS journal,
@@ -228,6 +289,15 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
     .await?;
     let mut effects = receiver.effects();
     effects.extend(archive.effects());
+    let applied: Vec<(String, i64)> =
+        sqlx::query_as("SELECT message_id, count(*) FROM demo_events GROUP BY message_id")
+            .fetch_all(&pool)
+            .await?;
+    let events_applied = applied.len();
+    for (key, n) in applied {
+        effects.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    let filtered = inbox.counters.duplicates.load(Ordering::Relaxed) as usize;
     let effect_total: usize = effects.values().map(|c| *c as usize).sum();
     let requests = receiver.seen().len() + archive.seen().len();
     let n = args.intents;
@@ -268,7 +338,7 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
                 "answers_dropped": t(&tally.answers_dropped),
                 "journal_rows": journal, "outbox_rows_left": outbox, "business_rows": orders,
                 "attempts": attempts, "attempts_unknown": unknown_attempts, "attempts_busy": busy_attempts,
-                "reconciled": reconciled,
+                "reconciled": reconciled, "events_applied": events_applied, "redeliveries_filtered": filtered,
                 "receiver_requests": requests, "effects": effect_total, "workers_killed": 1,
                 "by_status": by_status.iter().map(|(s, c)| (s.clone(), json!(c))).collect::<serde_json::Map<_, _>>(),
                 "unredacted": unredacted,
@@ -285,7 +355,7 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
             .iter()
             .find(|(st, _)| st.as_str() == "needs_review")
             .map_or(0, |(_, c)| *c as usize);
-        let rows: [(&str, usize); 17] = [
+        let rows: [(&str, usize); 19] = [
             ("intake: submit calls (with retries)", t(&tally.calls)),
             ("  created", t(&tally.created)),
             ("  replayed (same key, same request)", t(&tally.replayed)),
@@ -299,7 +369,9 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
             ("    of which resolved by lookup", reconciled),
             ("  503 with Retry-After", busy_attempts),
             ("  requests at the receiver", requests),
-            ("effects at the receiver", effect_total),
+            ("  events applied by the inbox consumer", events_applied),
+            ("  redeliveries filtered by the inbox", filtered),
+            ("effects (receivers + consumer)", effect_total),
             ("duplicates", duplicates),
             ("lost", lost),
             ("needs review", needs_review),
@@ -345,6 +417,9 @@ fn intent_for(i: usize) -> NewIntent {
             // Every third order files a document at the archive, which does not honour keys.
             if i % 3 == 1 {
                 "file_document"
+            } else if i % 5 == 3 {
+                // And some publish an event over RabbitMQ.
+                "publish_event"
             } else {
                 "create_invoice"
             },
@@ -488,6 +563,8 @@ impl WorkerPool {
             ])
             .env("DATABASE_URL", &self.url)
             .env_remove("ONCEBOX_CRASH_AT")
+            // Dead letters are not published in the demo (none are expected): keep its output clean.
+            .env("ONCEBOX_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -528,5 +605,51 @@ impl Drop for WorkerPool {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// The events consumer's business write, in the inbox's transaction.
+fn apply_event<'c>(
+    conn: &'c mut sqlx::PgConnection,
+    d: &'c lapin::message::Delivery,
+) -> HandlerFuture<'c, sqlx::Error> {
+    let id = d.properties.message_id().as_ref().map(|s| s.to_string());
+    let body: serde_json::Value =
+        serde_json::from_slice(&d.data).unwrap_or(serde_json::Value::Null);
+    Box::pin(async move {
+        sqlx::query("INSERT INTO demo_events (message_id, body) VALUES ($1, $2)")
+            .bind(id)
+            .bind(sqlx::types::Json(body))
+            .execute(conn)
+            .await
+            .map(|_| ())
+    })
+}
+
+async fn declare_queue(url: &str, queue: &str) -> anyhow::Result<()> {
+    let conn = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
+        .await
+        .context("cannot connect to RabbitMQ (AMQP_URL); scripts/demo.sh starts it")?;
+    let channel = conn.create_channel().await?;
+    channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions::durable(),
+            lapin::types::FieldTable::default(),
+        )
+        .await?;
+    let _ = conn.close(200, "done".into()).await;
+    Ok(())
+}
+
+async fn delete_queue(url: &str, queue: &str) {
+    if let Ok(conn) = lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await
+    {
+        if let Ok(channel) = conn.create_channel().await {
+            let _ = channel
+                .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
+                .await;
+        }
+        let _ = conn.close(200, "done".into()).await;
     }
 }
