@@ -66,4 +66,9 @@ WITH f AS (
     FROM owned WHERE counts_attempt
     RETURNING intent_id
 )
-SELECT intent_id FROM owned
+-- Waiters (GET ?wait=) learn that intents finished: one notification per statement, not per row.
+, finished AS (
+    SELECT pg_notify('oncebox_intent_done', '') FROM journal
+    WHERE status IN ('succeeded', 'failed', 'cancelled', 'expired', 'needs_review') LIMIT 1
+)
+SELECT intent_id, (SELECT count(*) FROM finished) AS notified FROM owned

@@ -11,6 +11,7 @@ mod intent;
 pub mod ops;
 mod record;
 mod submit;
+pub mod tokens;
 mod wake;
 
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub struct ReadmeDoctests;
 
 /// The NOTIFY channel that wakes idle workers when outbox rows appear.
 pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
+
+/// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents finished.
+pub const DONE_CHANNEL: &str = "oncebox_intent_done";
 
 /// The schema migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");

@@ -165,6 +165,10 @@ async fn report(
     outcome: &str,
     detail: &str,
 ) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(crate::DONE_CHANNEL)
+        .execute(&mut **tx)
+        .await?;
     sqlx::query(
         "INSERT INTO oncebox.attempts (intent_id, attempt, epoch, worker, phase, started_at, finished_at, outcome, detail)
          VALUES ($1, $2, 0, $3, 'ops', now(), now(), $4, $5)",

@@ -53,6 +53,10 @@ pub(crate) enum Command {
     /// Show one intent by tenant and idempotency key.
     #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
+    /// Serve the agent-facing HTTP API (POST /v1/intents, GET /v1/intents/{key}[?wait=],
+    /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
+    #[command(after_help = EXIT_CODES)]
+    Serve(ServeArgs),
     /// Operate on intents: list, show, retry, resolve, cancel, purge, stats.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
@@ -137,6 +141,47 @@ pub(crate) enum OpsCommand {
     /// depths read from RabbitMQ (with AMQP_URL).
     #[command(after_help = EXIT_CODES)]
     Stats(OpsStatsArgs),
+    /// API tokens.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Token(TokenCommand),
+}
+
+/// Token commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Create a bearer token for a tenant; it is printed once and stored only as a hash.
+    #[command(after_help = EXIT_CODES)]
+    Create(TokenCreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TokenCreateArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The tenant the token acts for.
+    #[arg(long)]
+    pub(crate) tenant: String,
+    /// agent (submit, read, cancel) or ops.
+    #[arg(long, default_value = "agent", value_parser = ["agent", "ops"])]
+    pub(crate) role: String,
+    /// A note to recognise the token by.
+    #[arg(long)]
+    pub(crate) label: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The configuration file (actions and redaction rules).
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Largest request body, in bytes (413 beyond).
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub(crate) body_limit: usize,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,7 @@ fn main() -> ExitCode {
             Command::Show(args) => commands::show(args, json).await,
             Command::Worker(args) => run_worker::run(args).await,
             Command::Ops(cmd) => ops::run(cmd, json).await,
+            Command::Serve(args) => serve(args).await,
             Command::Bench(args) => bench::run(args, json).await,
             Command::Demo(args) => demo::run(args, json).await,
         }
@@ -50,6 +51,35 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => e.report(json),
     }
+}
+
+/// `oncebox serve`: the HTTP API until SIGTERM or SIGINT.
+async fn serve(args: cli::ServeArgs) -> exit::CliResult {
+    use anyhow::Context;
+    let config = commands::load_config(&args.config)?;
+    let pool = commands::connect(&args.db, 16).await?;
+    let state =
+        oncebox_api::AppState::new(pool, oncebox_store::Intake::new(&config), args.body_limit)
+            .await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| {
+            exit::CliError::usage("listen", format!("cannot listen on {}: {e}", args.listen))
+        })?;
+    tracing::info!(addr = %args.listen, "serving the API");
+    axum::serve(listener, oncebox_api::router(state))
+        .with_graceful_shutdown(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            if let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            }
+        })
+        .await
+        .context("the API server failed")?;
+    Ok(())
 }
 
 fn init_tracing(format: LogFormat) {

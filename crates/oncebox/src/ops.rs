@@ -135,6 +135,32 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
                 );
             }
         }
+        OpsCommand::Token(crate::cli::TokenCommand::Create(a)) => {
+            oncebox_core::key::validate_token(&a.tenant, 128)
+                .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
+            let role = if a.role == "ops" {
+                oncebox_store::tokens::Role::Ops
+            } else {
+                oncebox_store::tokens::Role::Agent
+            };
+            let pool = connect(&a.db, 1).await?;
+            let token = oncebox_store::tokens::create_token(
+                &mut *pool.acquire().await?,
+                &a.tenant,
+                role,
+                a.label.as_deref(),
+            )
+            .await?;
+            if json_out {
+                println!(
+                    "{}",
+                    json!({"token": token, "tenant": a.tenant, "role": a.role})
+                );
+            } else {
+                println!("{token}");
+                eprintln!("(shown once: store it now; oncebox keeps only its hash)");
+            }
+        }
         OpsCommand::Stats(a) => {
             let pool = connect(&a.db, 1).await?;
             let stats = ops::stats(&mut *pool.acquire().await?).await?;

@@ -1,0 +1,483 @@
+//! The HTTP API end to end: the real `oncebox serve` binary, the real Postgres, HTTP over
+//! loopback. Every error must be problem+json and never a 5xx.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection};
+
+const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
+
+fn url_for(db: &str) -> String {
+    let base = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let base = base.split('?').next().unwrap_or_default().to_owned();
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let cut = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    format!("{}/{db}", &base[..cut])
+}
+
+const CONFIG: &str = r#"
+[actions.create_invoice]
+destination = "billing"
+
+[destinations.billing]
+kind = "http"
+url = "http://127.0.0.1:9/invoices"
+idempotency = "key"
+"#;
+
+struct Api {
+    name: String,
+    db_url: String,
+    base: String,
+    server: Child,
+    client: reqwest::Client,
+}
+
+impl Api {
+    async fn start(test: &str) -> Api {
+        oncebox_delivery::install_crypto_provider();
+        let name = format!("oncebox_api_{test}_{}", std::process::id());
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin");
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut admin)
+                .await
+                .expect("db");
+        }
+        let db_url = url_for(&name);
+        let config = std::env::temp_dir().join(format!("{name}.toml"));
+        std::fs::write(&config, CONFIG).expect("config");
+        let run = |args: &[&str]| {
+            Command::new(BIN)
+                .args(args)
+                .env("DATABASE_URL", &db_url)
+                .output()
+                .expect("oncebox")
+        };
+        assert!(run(&["migrate"]).status.success());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let server = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--body-limit",
+                "4096",
+            ])
+            .env("DATABASE_URL", &db_url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        let api = Api {
+            name,
+            db_url,
+            base: format!("http://127.0.0.1:{port}"),
+            server,
+            client: reqwest::Client::new(),
+        };
+        for _ in 0..100 {
+            if api
+                .client
+                .get(format!("{}/healthz", api.base))
+                .send()
+                .await
+                .is_ok()
+            {
+                return api;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the API did not come up");
+    }
+
+    fn token(&self, tenant: &str) -> String {
+        let out = Command::new(BIN)
+            .args(["ops", "token", "create", "--tenant", tenant])
+            .env("DATABASE_URL", &self.db_url)
+            .output()
+            .expect("token");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    async fn post(
+        &self,
+        token: Option<&str>,
+        key: Option<&str>,
+        content_type: &str,
+        body: String,
+    ) -> (StatusCode, Value, String) {
+        let mut req = self
+            .client
+            .post(format!("{}/v1/intents", self.base))
+            .header("content-type", content_type)
+            .body(body);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(k) = key {
+            req = req.header("idempotency-key", k);
+        }
+        answer(req.send().await.expect("POST")).await
+    }
+
+    async fn get(&self, token: &str, path: &str) -> (StatusCode, Value, String) {
+        answer(
+            self.client
+                .get(format!("{}{path}", self.base))
+                .bearer(token)
+                .send()
+                .await
+                .expect("GET"),
+        )
+        .await
+    }
+
+    async fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.server.id().to_string()])
+            .status();
+        let _ = self.server.wait();
+        let mut admin = PgConnection::connect(&url_for("postgres"))
+            .await
+            .expect("admin");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut admin)
+        .await;
+    }
+}
+
+trait Bearer {
+    fn bearer(self, token: &str) -> Self;
+}
+
+impl Bearer for reqwest::RequestBuilder {
+    fn bearer(self, token: &str) -> Self {
+        self.header("authorization", format!("Bearer {token}"))
+    }
+}
+
+async fn answer(r: reqwest::Response) -> (StatusCode, Value, String) {
+    let status = r.status();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = r.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::Null),
+        ct,
+    )
+}
+
+fn invoice(n: i64) -> String {
+    json!({"action": "create_invoice", "arguments": {"order_id": format!("order-{n}"), "amount": "10.00"}}).to_string()
+}
+
+/// An error must be a 4xx problem+json naming `field`.
+fn problem(got: &(StatusCode, Value, String), status: u16, field: &str) {
+    assert_eq!(got.0.as_u16(), status, "{:?}", got.1);
+    assert_eq!(got.2, "application/problem+json", "{:?}", got.1);
+    assert_eq!(got.1["status"], status);
+    assert_eq!(got.1["field"], field, "{:?}", got.1);
+}
+
+#[tokio::test]
+async fn every_status_code_is_as_documented() {
+    let api = Api::start("codes").await;
+    let t = api.token("tenant-a");
+    let json = "application/json";
+
+    problem(
+        &api.post(None, Some("k1"), json, invoice(1)).await,
+        401,
+        "authorization",
+    );
+    problem(
+        &api.post(Some("obx_nope"), Some("k1"), json, invoice(1))
+            .await,
+        401,
+        "authorization",
+    );
+    problem(
+        &api.post(Some(&t), None, json, invoice(1)).await,
+        400,
+        "Idempotency-Key",
+    );
+    problem(
+        &api.post(Some(&t), Some("\"a b\""), json, invoice(1)).await,
+        400,
+        "Idempotency-Key",
+    );
+    problem(
+        &api.post(Some(&t), Some("\"unterminated"), json, invoice(1))
+            .await,
+        400,
+        "Idempotency-Key",
+    );
+    problem(
+        &api.post(Some(&t), Some(&"k".repeat(300)), json, invoice(1))
+            .await,
+        400,
+        "Idempotency-Key",
+    );
+    problem(
+        &api.post(Some(&t), Some("k1"), "text/plain", invoice(1))
+            .await,
+        415,
+        "content-type",
+    );
+    let huge =
+        json!({"action": "create_invoice", "arguments": {"blob": "x".repeat(5000)}}).to_string();
+    problem(
+        &api.post(Some(&t), Some("k1"), json, huge).await,
+        413,
+        "body",
+    );
+    problem(
+        &api.post(Some(&t), Some("k1"), json, "{not json".into())
+            .await,
+        400,
+        "body",
+    );
+    problem(
+        &api.post(
+            Some(&t),
+            Some("k1"),
+            json,
+            json!({"action": 5, "arguments": {}}).to_string(),
+        )
+        .await,
+        400,
+        "action",
+    );
+    problem(
+        &api.post(
+            Some(&t),
+            Some("k1"),
+            json,
+            json!({"action": "create_invoice", "arguments": {}, "colour": 1}).to_string(),
+        )
+        .await,
+        400,
+        "colour",
+    );
+    problem(
+        &api.post(
+            Some(&t),
+            Some("k1"),
+            json,
+            json!({"action": "create_invoice", "arguments": [1]}).to_string(),
+        )
+        .await,
+        400,
+        "arguments",
+    );
+    problem(
+        &api.post(
+            Some(&t),
+            Some("k1"),
+            json,
+            json!({"action": "send_email", "arguments": {}}).to_string(),
+        )
+        .await,
+        422,
+        "action",
+    );
+
+    // First submit 202, replay 200 with the same intent, other payload under the key 422.
+    let first = api
+        .post(Some(&t), Some("\"order-1\""), json, invoice(1))
+        .await;
+    assert_eq!(first.0, StatusCode::ACCEPTED, "{:?}", first.1);
+    assert_eq!(first.1["status"], "pending");
+    let replay = api.post(Some(&t), Some("order-1"), json, invoice(1)).await;
+    assert_eq!(replay.0, StatusCode::OK);
+    assert_eq!(replay.1, first.1, "the same intent, byte for byte");
+    problem(
+        &api.post(Some(&t), Some("order-1"), json, invoice(2)).await,
+        422,
+        "Idempotency-Key",
+    );
+
+    let got = api.get(&t, "/v1/intents/order-1").await;
+    assert_eq!(got.0, StatusCode::OK);
+    assert_eq!(got.1["idempotency_key"], "order-1");
+    problem(&api.get(&t, "/v1/intents/none").await, 404, "key");
+    problem(
+        &api.get(&t, "/v1/intents/order-1?wait=61").await,
+        400,
+        "wait",
+    );
+    problem(
+        &api.get(&t, "/v1/intents/order-1?wait=soon").await,
+        400,
+        "wait",
+    );
+
+    let cancel = |key: &str| {
+        api.client
+            .post(format!("{}/v1/intents/{key}/cancel", api.base))
+            .bearer(&t)
+            .send()
+    };
+    let c = answer(cancel("order-1").await.expect("cancel")).await;
+    assert_eq!(c.0, StatusCode::OK, "{:?}", c.1);
+    assert_eq!(c.1["status"], "cancelled");
+    problem(
+        &answer(cancel("order-1").await.expect("cancel")).await,
+        409,
+        "key",
+    );
+
+    assert_eq!(
+        api.client
+            .get(format!("{}/healthz", api.base))
+            .send()
+            .await
+            .expect("h")
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.client
+            .get(format!("{}/readyz", api.base))
+            .send()
+            .await
+            .expect("r")
+            .status(),
+        StatusCode::OK
+    );
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn tenants_cannot_see_cancel_or_probe_each_others_keys() {
+    let api = Api::start("tenants").await;
+    let (a, b) = (api.token("tenant-a"), api.token("tenant-b"));
+    let created = api
+        .post(Some(&a), Some("shared"), "application/json", invoice(1))
+        .await;
+    assert_eq!(created.0, StatusCode::ACCEPTED);
+    problem(&api.get(&b, "/v1/intents/shared").await, 404, "key");
+    let cancel = answer(
+        api.client
+            .post(format!("{}/v1/intents/shared/cancel", api.base))
+            .bearer(&b)
+            .send()
+            .await
+            .expect("c"),
+    )
+    .await;
+    problem(&cancel, 404, "key");
+    // The same key with another payload is B's own new intent, not a conflict that would reveal A's.
+    let b_own = api
+        .post(Some(&b), Some("shared"), "application/json", invoice(99))
+        .await;
+    assert_eq!(b_own.0, StatusCode::ACCEPTED, "{:?}", b_own.1);
+    assert_eq!(
+        api.get(&a, "/v1/intents/shared").await.1["status"],
+        "pending",
+        "A's intent untouched"
+    );
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn sixty_four_concurrent_identical_posts_make_one_intent() {
+    let api = Api::start("concurrent").await;
+    let t = api.token("tenant-a");
+    let posts = (0..64).map(|_| api.post(Some(&t), Some("once"), "application/json", invoice(7)));
+    let answers = futures_util::future::join_all(posts).await;
+    let created = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::ACCEPTED)
+        .count();
+    let replayed = answers.iter().filter(|a| a.0 == StatusCode::OK).count();
+    assert_eq!(
+        (created, replayed),
+        (1, 63),
+        "{:?}",
+        answers.iter().map(|a| a.0).collect::<Vec<_>>()
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.1["request_hash"] == answers[0].1["request_hash"]
+                && a.1["idempotency_key"] == "once")
+    );
+    let mut db = PgConnection::connect(&api.db_url).await.expect("db");
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.intents")
+        .fetch_one(&mut db)
+        .await
+        .expect("n");
+    assert_eq!(n, 1);
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn wait_returns_once_the_intent_is_terminal() {
+    let api = Api::start("wait").await;
+    let t = api.token("tenant-a");
+    assert_eq!(
+        api.post(Some(&t), Some("w1"), "application/json", invoice(1))
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+    // Nobody delivers: without wait the answer is immediate and pending.
+    assert_eq!(api.get(&t, "/v1/intents/w1").await.1["status"], "pending");
+    // Finish it the way a worker's record would (journal + NOTIFY), while a GET waits.
+    let waiting = api.get(&t, "/v1/intents/w1?wait=30");
+    let finisher = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut db = PgConnection::connect(&api.db_url).await.expect("db");
+        sqlx::query("UPDATE oncebox.intents SET status = 'succeeded', completed_at = now()")
+            .execute(&mut db)
+            .await
+            .expect("finish");
+        sqlx::query("SELECT pg_notify('oncebox_intent_done', '')")
+            .execute(&mut db)
+            .await
+            .expect("notify");
+    };
+    // If NOTIFY did not wake the waiter, it would answer only at its 30 s deadline.
+    let (got, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(waiting, finisher)
+    })
+    .await
+    .expect("the long poll was woken by NOTIFY, not by its deadline");
+    assert_eq!(got.0, StatusCode::OK);
+    assert_eq!(
+        got.1["status"], "succeeded",
+        "the long poll returned the terminal state"
+    );
+    api.stop().await;
+}
