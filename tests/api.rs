@@ -481,3 +481,101 @@ async fn wait_returns_once_the_intent_is_terminal() {
     );
     api.stop().await;
 }
+
+#[tokio::test]
+async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
+    let api = Api::start("ops").await;
+    let agent = api.token("tenant-a");
+    let ops = {
+        let out = Command::new(BIN)
+            .args([
+                "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops",
+            ])
+            .env("DATABASE_URL", &api.db_url)
+            .output()
+            .expect("token");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let other_ops = {
+        let out = Command::new(BIN)
+            .args([
+                "ops", "token", "create", "--tenant", "tenant-b", "--role", "ops",
+            ])
+            .env("DATABASE_URL", &api.db_url)
+            .output()
+            .expect("token");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(
+        api.post(Some(&agent), Some("r1"), "application/json", invoice(1))
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+    let mut db = PgConnection::connect(&api.db_url).await.expect("db");
+    sqlx::query("UPDATE oncebox.intents SET status = 'needs_review'")
+        .execute(&mut db)
+        .await
+        .expect("review");
+
+    problem(
+        &api.get(&agent, "/v1/ops/intents").await,
+        403,
+        "authorization",
+    );
+    let listed = api.get(&ops, "/v1/ops/intents?status=needs_review").await;
+    assert_eq!(listed.0, StatusCode::OK, "{:?}", listed.1);
+    assert_eq!(listed.1["intents"][0]["idempotency_key"], "r1");
+    assert_eq!(
+        api.get(&other_ops, "/v1/ops/intents").await.1["intents"],
+        json!([]),
+        "tenant B's ops see nothing of A"
+    );
+    problem(&api.get(&other_ops, "/v1/ops/intents/r1").await, 404, "key");
+    problem(
+        &api.get(&ops, "/v1/ops/intents?status=done").await,
+        400,
+        "status",
+    );
+
+    let resolve = |body: Value| {
+        api.client
+            .post(format!("{}/v1/ops/intents/r1/resolve", api.base))
+            .bearer(&ops)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    problem(
+        &answer(resolve(json!({"succeeded": false})).await.expect("r")).await,
+        400,
+        "reason",
+    );
+    let done = answer(
+        resolve(json!({"succeeded": true, "reference": "INV-1"}))
+            .await
+            .expect("r"),
+    )
+    .await;
+    assert_eq!(done.0, StatusCode::OK, "{:?}", done.1);
+    assert_eq!(
+        (
+            done.1["status"].as_str(),
+            done.1["external_reference"].as_str()
+        ),
+        (Some("succeeded"), Some("INV-1"))
+    );
+    let retry = answer(
+        api.client
+            .post(format!("{}/v1/ops/intents/r1/retry", api.base))
+            .bearer(&ops)
+            .send()
+            .await
+            .expect("retry"),
+    )
+    .await;
+    problem(&retry, 409, "key");
+    let shown = api.get(&ops, "/v1/ops/intents/r1").await;
+    assert_eq!(shown.1["history"][0]["outcome"], "operator_resolved");
+    api.stop().await;
+}

@@ -84,6 +84,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/intents", post(submit))
         .route("/v1/intents/{key}", get(read))
         .route("/v1/intents/{key}/cancel", post(cancel))
+        .route("/v1/ops/intents", get(ops_list))
+        .route("/v1/ops/intents/{key}", get(ops_show))
+        .route("/v1/ops/intents/{key}/retry", post(ops_retry))
+        .route("/v1/ops/intents/{key}/resolve", post(ops_resolve))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(Arc::new(state))
@@ -394,4 +398,182 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
             .into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")).into_response(),
     }
+}
+
+async fn ops_caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem> {
+    let who = caller(state, headers).await?;
+    if who.role != oncebox_store::tokens::Role::Ops {
+        return Err(
+            Problem::new(StatusCode::FORBIDDEN, "this endpoint needs an ops token")
+                .field("authorization"),
+        );
+    }
+    Ok(who)
+}
+
+#[derive(Debug, Deserialize)]
+struct OpsListQuery {
+    status: Option<String>,
+    action: Option<String>,
+    older_than_seconds: Option<u64>,
+    limit: Option<i64>,
+}
+
+async fn ops_list(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: Result<Query<OpsListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let who = ops_caller(&state, &headers).await?;
+    let Query(q) =
+        query.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, e.body_text()).field("query"))?;
+    let status = q
+        .status
+        .as_deref()
+        .map(str::parse::<Status>)
+        .transpose()
+        .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, e.to_string()).field("status"))?;
+    let filter = oncebox_store::ops::ListFilter {
+        status,
+        tenant_id: Some(who.tenant_id),
+        action: q.action,
+        older_than: q.older_than_seconds.map(Duration::from_secs),
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+    };
+    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
+    let intents = oncebox_store::ops::list(&mut conn, &filter)
+        .await
+        .map_err(Problem::internal)?;
+    Ok(
+        axum::Json(json!({"intents": intents.iter().map(view).collect::<Vec<_>>()}))
+            .into_response(),
+    )
+}
+
+async fn find_own(state: &AppState, tenant: &str, key: &str) -> Result<Intent, Problem> {
+    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
+    intent_by_key(&mut conn, tenant, key)
+        .await
+        .map_err(Problem::internal)?
+        .ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key"))
+}
+
+async fn ops_show(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Result<Response, Problem> {
+    let who = ops_caller(&state, &headers).await?;
+    let intent = find_own(&state, &who.tenant_id, &key).await?;
+    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
+    let history = oncebox_store::ops::history(&mut conn, intent.id)
+        .await
+        .map_err(Problem::internal)?;
+    Ok(axum::Json(json!({"intent": view(&intent), "history": history})).into_response())
+}
+
+fn ops_result(r: Result<Intent, oncebox_store::ops::OpsError>) -> Result<Intent, Problem> {
+    use oncebox_store::ops::OpsError;
+    r.map_err(|e| match e {
+        OpsError::Refused(m) => Problem::new(StatusCode::CONFLICT, m).field("key"),
+        OpsError::NotFound(m) => Problem::new(StatusCode::NOT_FOUND, m).field("key"),
+        OpsError::Database(e) => Problem::internal(e),
+    })
+}
+
+/// Reads an optional small JSON object body (`{}` when empty).
+async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Problem> {
+    let bytes = to_bytes(body, 16 * 1024).await.map_err(|_| {
+        Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "the body exceeds 16 KiB").field("body")
+    })?;
+    if bytes.is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(
+            Problem::new(StatusCode::BAD_REQUEST, "the body must be a JSON object").field("body"),
+        ),
+    }
+}
+
+async fn ops_retry(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: Body,
+) -> Result<Response, Problem> {
+    let who = ops_caller(&state, &headers).await?;
+    let body = small_json(body).await?;
+    let reason = body
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("operator retry over the API")
+        .to_owned();
+    let intent = find_own(&state, &who.tenant_id, &key).await?;
+    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
+    let done = ops_result(
+        oncebox_store::ops::retry(
+            &mut tx,
+            intent.id,
+            &format!("api-ops:{}", who.tenant_id),
+            &reason,
+        )
+        .await,
+    )?;
+    tx.commit().await.map_err(Problem::internal)?;
+    Ok(axum::Json(view(&done)).into_response())
+}
+
+async fn ops_resolve(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: Body,
+) -> Result<Response, Problem> {
+    let who = ops_caller(&state, &headers).await?;
+    let body = small_json(body).await?;
+    let resolution = match (
+        body.get("succeeded").and_then(Value::as_bool),
+        body.get("reason").and_then(Value::as_str),
+    ) {
+        (Some(true), _) => oncebox_store::ops::Resolution::Succeeded {
+            reference: body
+                .get("reference")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        },
+        (Some(false), Some(reason)) if !reason.is_empty() => {
+            oncebox_store::ops::Resolution::Failed {
+                reason: reason.to_owned(),
+            }
+        }
+        (Some(false), _) => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "a failed resolution needs a reason",
+            )
+            .field("reason"));
+        }
+        (None, _) => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "succeeded (true or false) is required",
+            )
+            .field("succeeded"));
+        }
+    };
+    let intent = find_own(&state, &who.tenant_id, &key).await?;
+    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
+    let done = ops_result(
+        oncebox_store::ops::resolve(
+            &mut tx,
+            intent.id,
+            &resolution,
+            &format!("api-ops:{}", who.tenant_id),
+        )
+        .await,
+    )?;
+    tx.commit().await.map_err(Problem::internal)?;
+    Ok(axum::Json(view(&done)).into_response())
 }
