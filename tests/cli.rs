@@ -618,3 +618,30 @@ async fn bench_deliver_over_amqp_reports_both_sides() {
     assert!(r["ratio_to_raw"].as_f64() > Some(0.0), "{r}");
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn bench_deliver_over_http_reports_rate_and_latency() {
+    let db = TestDb::new("bench_http").await;
+    let o = db.run(&[
+        "bench",
+        "deliver",
+        "--json",
+        "--intents",
+        "300",
+        "--seconds",
+        "1",
+        "--concurrency",
+        "32",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["latency"]["samples"].as_u64() > Some(0), "{r}");
+    assert!(
+        r["raw_delivery_rps"].is_null(),
+        "pgbench baseline skipped without its scripts: {r}"
+    );
+    db.drop_db().await;
+}

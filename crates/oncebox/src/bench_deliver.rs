@@ -76,6 +76,48 @@ impl Running {
     }
 }
 
+/// Fills a backlog of `n` intents for the action `noop`, starts a worker and waits until the
+/// outbox is empty; checks every intent succeeded. Returns the drain time and the worker.
+async fn drain_backlog(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: usize,
+    n: usize,
+) -> Result<(f64, Running), CliError> {
+    sqlx::query(
+        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
+                    SELECT 'bench', 'backlog-' || g, 'noop', repeat('0', 64), '{\"n\": 1}'
+                    FROM generate_series(1, $1) g RETURNING id)
+         INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM i",
+    )
+    .bind(i64::try_from(n).unwrap_or(i64::MAX))
+    .execute(pool)
+    .await?;
+    for sql in [
+        "VACUUM ANALYZE oncebox.intents",
+        "VACUUM ANALYZE oncebox.outbox",
+        "CHECKPOINT",
+    ] {
+        sqlx::raw_sql(sql).execute(pool).await?;
+    }
+    let started = Instant::now();
+    let worker = start_worker(pool, routes, concurrency).await;
+    while outbox_left(pool).await? > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drain = started.elapsed().as_secs_f64();
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'")
+            .fetch_one(pool)
+            .await?;
+    if succeeded != n as i64 {
+        return Err(CliError::Other(anyhow::anyhow!(
+            "backlog drained wrongly: {succeeded} of {n} intents succeeded"
+        )));
+    }
+    Ok((drain, worker))
+}
+
 async fn outbox_left(pool: &PgPool) -> Result<i64, CliError> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox")
         .fetch_one(pool)
@@ -100,36 +142,11 @@ async fn measure(a: &DeliverBenchArgs, scratch: &ScratchDb, json_out: bool) -> C
         .map_err(|e| CliError::Other(e.into()))?;
 
     // 1. Throughput: drain a backlog.
-    sqlx::query(
-        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
-                    SELECT 'bench', 'backlog-' || g, 'noop', repeat('0', 64), '{\"n\": 1}'
-                    FROM generate_series(1, $1) g RETURNING id)
-         INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM i",
-    )
-    .bind(i64::try_from(a.intents).unwrap_or(i64::MAX))
-    .execute(&pool)
-    .await?;
-    for sql in [
-        "VACUUM ANALYZE oncebox.intents",
-        "VACUUM ANALYZE oncebox.outbox",
-        "CHECKPOINT",
-    ] {
-        sqlx::raw_sql(sql).execute(&pool).await?;
-    }
-    let started = Instant::now();
-    let worker = start_worker(&pool, &routes, a.concurrency).await;
-    while outbox_left(&pool).await? > 0 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let drain = started.elapsed().as_secs_f64();
+    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, a.intents).await?;
     let rate = a.intents as f64 / drain;
-    let succeeded: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'")
-            .fetch_one(&pool)
-            .await?;
-    if succeeded != a.intents as i64 || receiver.effects().len() != a.intents {
+    if receiver.effects().len() != a.intents {
         return Err(CliError::Other(anyhow::anyhow!(
-            "backlog drained wrongly: {succeeded} succeeded, {} effects for {} intents",
+            "backlog drained wrongly: {} effects for {} intents",
             receiver.effects().len(),
             a.intents
         )));
@@ -337,39 +354,9 @@ async fn measure_amqp(a: &DeliverBenchArgs, scratch: &ScratchDb, json_out: bool)
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5))
         .await
         .map_err(|e| CliError::Other(e.into()))?;
-    sqlx::query(
-        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
-                    SELECT 'bench', 'amqp-' || g, 'noop', repeat('0', 64), '{\"n\": 1}'
-                    FROM generate_series(1, $1) g RETURNING id)
-         INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM i",
-    )
-    .bind(i64::try_from(a.intents).unwrap_or(i64::MAX))
-    .execute(&pool)
-    .await?;
-    for sql in [
-        "VACUUM ANALYZE oncebox.intents",
-        "VACUUM ANALYZE oncebox.outbox",
-        "CHECKPOINT",
-    ] {
-        sqlx::raw_sql(sql).execute(&pool).await?;
-    }
-    let started = Instant::now();
-    let worker = start_worker(&pool, &routes, a.concurrency).await;
-    while outbox_left(&pool).await? > 0 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let ours = a.intents as f64 / started.elapsed().as_secs_f64();
+    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, a.intents).await?;
+    let ours = a.intents as f64 / drain;
     worker.stop().await?;
-    let succeeded: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'")
-            .fetch_one(&pool)
-            .await?;
-    if succeeded != a.intents as i64 {
-        return Err(CliError::Other(anyhow::anyhow!(
-            "{succeeded} of {} intents succeeded",
-            a.intents
-        )));
-    }
 
     // The raw loop: the same body and properties, persistent, at most CONFIRM_WINDOW unconfirmed.
     channel
