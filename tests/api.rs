@@ -579,3 +579,99 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
     assert_eq!(shown.1["history"][0]["outcome"], "operator_resolved");
     api.stop().await;
 }
+
+#[tokio::test]
+async fn every_documented_operation_answers_with_a_documented_status() {
+    let api = Api::start("openapi").await;
+    let agent = api.token("tenant-a");
+    let ops = {
+        let out = Command::new(BIN)
+            .args([
+                "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops",
+            ])
+            .env("DATABASE_URL", &api.db_url)
+            .output()
+            .expect("token");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let spec = api
+        .client
+        .get(format!("{}/openapi.json", api.base))
+        .send()
+        .await
+        .expect("spec");
+    assert_eq!(spec.status(), StatusCode::OK);
+    let spec: Value =
+        serde_json::from_str(&spec.text().await.expect("body")).expect("the spec is JSON");
+    assert_eq!(spec["openapi"], "3.0.3");
+    assert_eq!(
+        api.post(Some(&agent), Some("doc-1"), "application/json", invoice(1))
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+    let mut calls = 0;
+    for (path, ops_of_path) in spec["paths"].as_object().expect("paths") {
+        for (method, op) in ops_of_path.as_object().expect("operations") {
+            let url = format!("{}{}", api.base, path.replace("{key}", "doc-1"));
+            let token = if path.starts_with("/v1/ops") {
+                &ops
+            } else {
+                &agent
+            };
+            let req = match method.as_str() {
+                "get" => api.client.get(&url),
+                "post" => api.client.post(&url),
+                other => panic!("undocumented method handling: {other}"),
+            }
+            .bearer(token)
+            .header("idempotency-key", "doc-2")
+            .header("content-type", "application/json")
+            .body(if path == "/v1/intents" {
+                invoice(2)
+            } else if path.ends_with("/resolve") {
+                json!({"succeeded": true}).to_string()
+            } else {
+                String::new()
+            });
+            let status = req
+                .send()
+                .await
+                .expect("call")
+                .status()
+                .as_u16()
+                .to_string();
+            let documented = op["responses"].as_object().expect("responses");
+            assert!(
+                documented.contains_key(&status),
+                "{method} {path} answered {status}, documented {:?}",
+                documented.keys().collect::<Vec<_>>()
+            );
+            calls += 1;
+        }
+    }
+    assert_eq!(
+        calls, 11,
+        "every operation of the router is documented and called"
+    );
+    let metrics = api
+        .client
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains(
+            "oncebox_api_requests_total{method=\"POST\",route=\"/v1/intents\",status=\"202\"}"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("doc-1"),
+        "keys never appear in metric labels"
+    );
+    api.stop().await;
+}

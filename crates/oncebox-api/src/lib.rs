@@ -28,6 +28,11 @@ pub use problem::Problem;
 pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
 /// Longest `?wait=`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
+/// The OpenAPI 3.0 description of this API, served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Requests answered, by method, route and status.
+type RequestCounts = Arc<std::sync::Mutex<std::collections::BTreeMap<(String, String, u16), u64>>>;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -36,6 +41,7 @@ pub struct AppState {
     intake: Intake,
     body_limit: usize,
     done: watch::Receiver<u64>,
+    requests: RequestCounts,
 }
 
 impl AppState {
@@ -74,6 +80,7 @@ impl AppState {
             intake,
             body_limit,
             done: rx,
+            requests: RequestCounts::default(),
         })
     }
 }
@@ -90,6 +97,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ops/intents/{key}/resolve", post(ops_resolve))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.requests.clone(),
+            count_request,
+        ))
         .with_state(Arc::new(state))
 }
 
@@ -576,4 +592,45 @@ async fn ops_resolve(
     )?;
     tx.commit().await.map_err(Problem::internal)?;
     Ok(axum::Json(view(&done)).into_response())
+}
+
+/// Counts every answer by method, matched route (not the raw path: keys stay out of metrics)
+/// and status.
+async fn count_request(
+    State(counts): State<RequestCounts>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    *counts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry((method, route, status))
+        .or_insert(0) += 1;
+    response
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# HELP oncebox_api_requests_total Requests answered, by method, route and status.\n# TYPE oncebox_api_requests_total counter\n",
+    );
+    for ((method, route, status), n) in state
+        .requests
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        let _ = writeln!(
+            out,
+            "oncebox_api_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {n}"
+        );
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
