@@ -1,6 +1,9 @@
 //! The HTTP API end to end: the real `oncebox serve` binary, the real Postgres, HTTP over
 //! loopback. Every error must be problem+json and never a 5xx.
 
+mod common;
+use common::url_for;
+
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -9,17 +12,6 @@ use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
-
-fn url_for(db: &str) -> String {
-    let base = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let base = base.split('?').next().unwrap_or_default().to_owned();
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let cut = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    format!("{}/{db}", &base[..cut])
-}
 
 const CONFIG: &str = r#"
 [actions.create_invoice]
@@ -108,8 +100,12 @@ impl Api {
     }
 
     fn token(&self, tenant: &str) -> String {
+        self.token_with_role(tenant, "agent")
+    }
+
+    fn token_with_role(&self, tenant: &str, role: &str) -> String {
         let out = Command::new(BIN)
-            .args(["ops", "token", "create", "--tenant", tenant])
+            .args(["ops", "token", "create", "--tenant", tenant, "--role", role])
             .env("DATABASE_URL", &self.db_url)
             .output()
             .expect("token");
@@ -486,26 +482,8 @@ async fn wait_returns_once_the_intent_is_terminal() {
 async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
     let api = Api::start("ops").await;
     let agent = api.token("tenant-a");
-    let ops = {
-        let out = Command::new(BIN)
-            .args([
-                "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops",
-            ])
-            .env("DATABASE_URL", &api.db_url)
-            .output()
-            .expect("token");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    let other_ops = {
-        let out = Command::new(BIN)
-            .args([
-                "ops", "token", "create", "--tenant", "tenant-b", "--role", "ops",
-            ])
-            .env("DATABASE_URL", &api.db_url)
-            .output()
-            .expect("token");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let ops = api.token_with_role("tenant-a", "ops");
+    let other_ops = api.token_with_role("tenant-b", "ops");
     assert_eq!(
         api.post(Some(&agent), Some("r1"), "application/json", invoice(1))
             .await
@@ -584,16 +562,7 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
 async fn every_documented_operation_answers_with_a_documented_status() {
     let api = Api::start("openapi").await;
     let agent = api.token("tenant-a");
-    let ops = {
-        let out = Command::new(BIN)
-            .args([
-                "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops",
-            ])
-            .env("DATABASE_URL", &api.db_url)
-            .output()
-            .expect("token");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let ops = api.token_with_role("tenant-a", "ops");
     let spec = api
         .client
         .get(format!("{}/openapi.json", api.base))

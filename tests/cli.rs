@@ -2,6 +2,9 @@
 //! errors that name the field, and the demo and benchmark as a user runs them.
 //! Each test works in a database of its own.
 
+mod common;
+use common::url_for;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -10,21 +13,6 @@ use serde_json::Value;
 use sqlx::{Connection, PgConnection};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
-
-fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn url_for(db: &str) -> String {
-    let base = server_url();
-    let base = base.split('?').next().unwrap_or_default();
-    let cut = base
-        .rfind('/')
-        .filter(|i| *i > base.find("://").map_or(0, |j| j + 2))
-        .unwrap_or(base.len());
-    format!("{}/{db}", &base[..cut])
-}
 
 /// A fresh, empty database for one test, dropped when the test ends.
 struct TestDb {

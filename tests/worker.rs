@@ -2,6 +2,9 @@
 //! Postgres; crashes are real SIGKILLs or aborts at named points. Effects are counted at the
 //! receiver.
 
+mod common;
+use common::url_for;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,21 +19,6 @@ use sqlx::{Connection, PgConnection, PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
-
-fn server_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn url_for(db: &str) -> String {
-    let base = server_url();
-    let base = base.split('?').next().unwrap_or_default().to_owned();
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let cut = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    format!("{}/{db}", &base[..cut])
-}
 
 /// A database and a config file of one test's own.
 struct Env {

@@ -347,25 +347,19 @@ async fn read(
     let mut done = state.done.clone();
     loop {
         done.mark_unchanged();
-        let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
-        let intent = intent_by_key(&mut conn, &who.tenant_id, &key)
-            .await
-            .map_err(Problem::internal)?
-            .ok_or_else(|| {
-                Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key")
-            })?;
-        drop(conn);
+        let intent = find_own(&state, &who.tenant_id, &key).await?;
         let settled = intent.status.is_terminal() || intent.status == Status::NeedsReview;
         if settled || tokio::time::Instant::now() >= deadline {
             return Ok(axum::Json(view(&intent)).into_response());
         }
-        // Woken by LISTEN/NOTIFY when intents finish; the deadline is the only timer.
-        if tokio::time::timeout_at(deadline, done.changed())
-            .await
-            .is_err()
-        {
-            continue;
-        }
+        // Woken by LISTEN/NOTIFY when intents finish; the deadline is the only timer. Should the
+        // listener ever stop, wait out the deadline instead of spinning.
+        let _ = tokio::time::timeout_at(deadline, async {
+            if done.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+        .await;
     }
 }
 
@@ -375,28 +369,13 @@ async fn cancel(
     Path(key): Path<String>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
-    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
-    let intent = intent_by_key(&mut conn, &who.tenant_id, &key)
-        .await
-        .map_err(Problem::internal)?
-        .ok_or_else(|| {
-            Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key")
-        })?;
-    drop(conn);
+    let intent = find_own(&state, &who.tenant_id, &key).await?;
     let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    match oncebox_store::ops::cancel(&mut tx, intent.id, &format!("api:{}", who.tenant_id)).await {
-        Ok(i) => {
-            tx.commit().await.map_err(Problem::internal)?;
-            Ok(axum::Json(view(&i)).into_response())
-        }
-        Err(oncebox_store::ops::OpsError::Refused(m)) => {
-            Err(Problem::new(StatusCode::CONFLICT, m).field("key"))
-        }
-        Err(oncebox_store::ops::OpsError::NotFound(m)) => {
-            Err(Problem::new(StatusCode::NOT_FOUND, m).field("key"))
-        }
-        Err(oncebox_store::ops::OpsError::Database(e)) => Err(Problem::internal(e)),
-    }
+    let done = ops_result(
+        oncebox_store::ops::cancel(&mut tx, intent.id, &format!("api:{}", who.tenant_id)).await,
+    )?;
+    tx.commit().await.map_err(Problem::internal)?;
+    Ok(axum::Json(view(&done)).into_response())
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
