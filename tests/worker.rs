@@ -1674,3 +1674,304 @@ async fn rabbitmq_definitions_load_and_match_what_workers_declare() {
         .await
         .expect("equivalent declaration");
 }
+
+/// A free loopback address for a worker's --metrics-addr.
+fn free_addr() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .to_string()
+}
+
+/// GET `path` from a worker's probe server: (status code, body).
+async fn probe(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return (0, "connection refused".into());
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut out = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut out)).await;
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        code,
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned(),
+    )
+}
+
+/// The scaled deployment: 20,000 intents drained by one worker, then four, then scaled down by
+/// SIGTERM (three) and SIGKILL (one) with a replacement, as a Deployment would. Every intent ends
+/// succeeded with exactly one effect; a gracefully stopped worker leaves no lease behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
+    const N: usize = 20_000;
+    const CONCURRENCY: usize = 32;
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new("scale", &config(&rx.url(), "key", "")).await;
+    // The backlog, 500 intents per transaction. Each first request takes the receiver 20 ms, so
+    // workers spend their time waiting on the network, as they do in production.
+    for chunk in 0..N / 500 {
+        let mut tx = env.pool.begin().await.expect("begin");
+        for i in chunk * 500..(chunk + 1) * 500 {
+            env.intake
+                .submit(
+                    &mut tx,
+                    NewIntent::new(
+                        "t1",
+                        format!("scale-{i}"),
+                        "create_invoice",
+                        json!({"n": i, "faults": ["slow:20"]}),
+                    ),
+                )
+                .await
+                .expect("submit");
+        }
+        tx.commit().await.expect("commit");
+    }
+    let spawn =
+        |id: &str, metrics: &str| env.worker_with(id, &[], "3s", &["--metrics-addr", metrics]);
+    let done = || rx.total_effects() as usize;
+    // Progress is counted at the receiver; rates are effects per second over a phase.
+    let wait_for = |target: usize, limit: Duration| async move {
+        let start = Instant::now();
+        while done() < target {
+            assert!(
+                start.elapsed() < limit,
+                "only {} of {target} effects after {limit:?}",
+                done()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+
+    let first_addr = free_addr();
+    let mut first = spawn("scale-w1", &first_addr);
+    wait_for(500, Duration::from_secs(60)).await; // started and warm
+    let (t0, n0) = (Instant::now(), done());
+    wait_for(n0 + 3_000, Duration::from_secs(120)).await;
+    let one_worker = (done() - n0) as f64 / t0.elapsed().as_secs_f64();
+
+    let added: Vec<(String, String, Child)> = (2..=4)
+        .map(|w| {
+            let (id, addr) = (format!("scale-w{w}"), free_addr());
+            let child = spawn(&id, &addr);
+            (id, addr, child)
+        })
+        .collect();
+    wait_for(done() + 500, Duration::from_secs(60)).await; // the new workers are in
+    let (t1, n1) = (Instant::now(), done());
+    wait_for(n1 + 6_000, Duration::from_secs(120)).await;
+    let four_workers = (done() - n1) as f64 / t1.elapsed().as_secs_f64();
+    println!(
+        "drain rate: 1 worker {one_worker:.0}/s, 4 workers {four_workers:.0}/s, ratio {:.2}",
+        four_workers / one_worker
+    );
+
+    // Scale down mid-drain: SIGTERM the three added workers.
+    let left_before = N - done();
+    assert!(
+        left_before > 2_000,
+        "still draining when scaling down ({left_before} left)"
+    );
+    for (id, addr, child) in added {
+        let metrics = scrape(&addr).await;
+        assert!(
+            metrics.contains("oncebox_leases_lost_total 0"),
+            "{id} lost no lease while running"
+        );
+        let status = stop(child).await;
+        assert!(status.success(), "{id} exits 0 after SIGTERM: {status:?}");
+        let held: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = $1")
+                .bind(&id)
+                .fetch_one(&env.pool)
+                .await
+                .expect("held");
+        assert_eq!(
+            held, 0,
+            "{id} stopped gracefully and left no lease to expire"
+        );
+    }
+    // Then the last original worker dies hard, mid-drain, and a replacement takes over once its
+    // leases expire.
+    assert!(done() < N, "still draining when the last worker is killed");
+    first.kill().expect("SIGKILL");
+    exited(&mut first).await;
+    let replacement = spawn("scale-w5", &free_addr());
+    env.wait_until(
+        Duration::from_secs(240),
+        "every intent terminal",
+        || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL",
+            )
+            .fetch_one(&env.pool)
+            .await
+            .expect("open")
+                == 0
+        },
+    )
+    .await;
+    assert!(stop(replacement).await.success());
+
+    assert_eq!(
+        env.status_counts().await.get("succeeded"),
+        Some(&(N as i64))
+    );
+    let effects = rx.effects();
+    assert_eq!(effects.len(), N, "an effect for every key");
+    let wrong: Vec<_> = effects.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(
+        wrong.is_empty(),
+        "keys without exactly one effect: {wrong:?}"
+    );
+    // Only what the SIGKILLed worker had in flight can have been sent twice (and was answered
+    // from the receiver's key store, not executed again).
+    let resent = rx.seen().len() - N;
+    assert!(
+        resent <= CONCURRENCY,
+        "{resent} requests re-sent; at most the killed worker's {CONCURRENCY} in flight may be"
+    );
+    println!("scaling: {N} intents, {resent} re-sent after the SIGKILL, 0 duplicates");
+    env.drop_db().await;
+}
+
+/// A worker's probes: /healthz is about the process and its loops, /readyz about the database.
+/// A database outage (its connections cut, new ones refused) makes the worker unready but not
+/// unhealthy — restarting would not help; a delivery loop wedged for three leases makes it
+/// unhealthy while it is still ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
+    let env = Env::new("probes", &config("http://127.0.0.1:9/x", "key", "")).await;
+    // A TCP proxy to Postgres that can be cut: every connection closed, new ones refused.
+    let cut = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let proxy_addr = listener.local_addr().expect("addr");
+    let authority = env
+        .url
+        .split("://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .expect("authority")
+        .to_owned();
+    let upstream = authority.rsplit('@').next().expect("host").to_owned();
+    let proxied = env.url.replacen(&upstream, &proxy_addr.to_string(), 1);
+    let stop = cut.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let Ok((mut client, _)) = accepted else {
+                return;
+            };
+            let (stop, upstream) = (stop.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                }
+            });
+        }
+    });
+    let worker = |url: &str, addr: &str, crash: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--config"])
+            .arg(&env.config)
+            .args([
+                "--lease",
+                "3s",
+                "--poll-interval",
+                "100ms",
+                "--metrics-addr",
+                addr,
+            ])
+            .env("DATABASE_URL", url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(point) = crash {
+            cmd.env("ONCEBOX_CRASH_AT", point);
+        }
+        cmd.spawn().expect("worker")
+    };
+
+    // An outage: not ready, still alive.
+    let outage_addr = free_addr();
+    let mut outage = worker(&proxied, &outage_addr, None);
+    env.wait_until(Duration::from_secs(20), "the probes answer", || async {
+        probe(&outage_addr, "/readyz").await.0 == 200
+    })
+    .await;
+    assert_eq!(
+        probe(&outage_addr, "/healthz").await,
+        (200, "ok\n".to_owned())
+    );
+    assert_eq!(probe(&outage_addr, "/nope").await.0, 404);
+    cut.cancel();
+    let (code, body) = probe(&outage_addr, "/readyz").await;
+    assert_eq!(code, 503, "the database is unreachable: not ready");
+    assert!(body.starts_with("database:"), "{body}");
+    // Its loops keep turning (failing claims, waiting a poll interval): alive, for longer than
+    // the three leases after which a loop counts as stuck.
+    let outage_started = Instant::now();
+    while outage_started.elapsed() < Duration::from_secs(11) {
+        assert_eq!(
+            probe(&outage_addr, "/healthz").await.0,
+            200,
+            "a database outage must not fail liveness (restarts would not help)"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    outage.kill().expect("kill");
+    exited(&mut outage).await;
+
+    // A wedged delivery loop: alive until it has not turned for three leases, then 503.
+    let stuck_addr = free_addr();
+    let mut stuck = worker(&env.url, &stuck_addr, Some("hang_after_claim"));
+    env.wait_until(Duration::from_secs(20), "the probes answer", || async {
+        probe(&stuck_addr, "/healthz").await.0 == 200
+    })
+    .await;
+    env.submit(NewIntent::new("t1", "wedge", "create_invoice", json!({})))
+        .await;
+    let submitted = Instant::now();
+    env.wait_until(
+        Duration::from_secs(30),
+        "/healthz to report the stuck loop",
+        || async { probe(&stuck_addr, "/healthz").await.0 == 503 },
+    )
+    .await;
+    let (_, body) = probe(&stuck_addr, "/healthz").await;
+    assert!(body.contains("deliver loop has not turned"), "{body}");
+    assert!(
+        submitted.elapsed() >= Duration::from_secs(8),
+        "stuck means three leases (9 s) without a turn: {:?}",
+        submitted.elapsed()
+    );
+    assert_eq!(
+        probe(&stuck_addr, "/readyz").await.0,
+        200,
+        "the database is fine"
+    );
+    stuck.kill().expect("kill");
+    exited(&mut stuck).await;
+    env.drop_db().await;
+}

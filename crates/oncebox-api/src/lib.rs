@@ -26,9 +26,12 @@ pub use problem::Problem;
 
 /// Largest accepted request body by default.
 pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+/// Largest `older_than_seconds` of the ops list: 100 years.
+const MAX_OLDER_THAN_SECS: u64 = 100 * 365 * 24 * 3600;
 /// Longest `?wait=`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
-/// The OpenAPI 3.0 description of this API, served at `/openapi.json`.
+/// The OpenAPI 3.0 description of this API; `/openapi.json` serves it with the configured
+/// actions filled in as the `action` enum.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// Requests answered, by method, route and status.
@@ -42,6 +45,7 @@ pub struct AppState {
     body_limit: usize,
     done: watch::Receiver<u64>,
     requests: RequestCounts,
+    openapi: Arc<str>,
 }
 
 impl AppState {
@@ -75,14 +79,26 @@ impl AppState {
                 }
             }
         });
+        let openapi = openapi_for(intake.actions());
         Ok(AppState {
             pool,
             intake,
             body_limit,
             done: rx,
             requests: RequestCounts::default(),
+            openapi,
         })
     }
+}
+
+/// [`OPENAPI`] with `actions` as the enum of `NewIntent.action`: the document says exactly which
+/// requests this server accepts.
+fn openapi_for<'a>(actions: impl Iterator<Item = &'a str>) -> Arc<str> {
+    let mut doc: Value = serde_json::from_str(OPENAPI).unwrap_or_default();
+    if let Some(action) = doc.pointer_mut("/components/schemas/NewIntent/properties/action") {
+        action["enum"] = Value::Array(actions.map(|a| Value::String(a.to_owned())).collect());
+    }
+    doc.to_string().into()
 }
 
 /// The router: `/v1/intents…`, `/healthz`, `/readyz`.
@@ -100,7 +116,12 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route(
             "/openapi.json",
-            get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
+            get(|State(state): State<Arc<AppState>>| async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    state.openapi.to_string(),
+                )
+            }),
         )
         .layer(axum::middleware::from_fn_with_state(
             state.requests.clone(),
@@ -428,12 +449,32 @@ async fn ops_list(
         .map(str::parse::<Status>)
         .transpose()
         .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, e.to_string()).field("status"))?;
+    let bad =
+        |field: &str, detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field(field);
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(bad(
+            "limit",
+            format!("limit must be 1 to 1000, not {limit}"),
+        ));
+    }
+    if let Some(secs) = q.older_than_seconds
+        && secs > MAX_OLDER_THAN_SECS
+    {
+        return Err(bad(
+            "older_than_seconds",
+            format!("older_than_seconds must be at most {MAX_OLDER_THAN_SECS} (100 years)"),
+        ));
+    }
+    if q.action.as_deref().is_some_and(|a| a.contains('\0')) {
+        return Err(bad("action", "action must not hold U+0000".into()));
+    }
     let filter = oncebox_store::ops::ListFilter {
         status,
         tenant_id: Some(who.tenant_id),
         action: q.action,
         older_than: q.older_than_seconds.map(Duration::from_secs),
-        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        limit,
     };
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
     let intents = oncebox_store::ops::list(&mut conn, &filter)
@@ -446,11 +487,14 @@ async fn ops_list(
 }
 
 async fn find_own(state: &AppState, tenant: &str, key: &str) -> Result<Intent, Problem> {
+    let missing = || Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key");
+    // A key that could never have been accepted names no intent (and never reaches SQL).
+    oncebox_core::validate_key(key).map_err(|_| missing())?;
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
     intent_by_key(&mut conn, tenant, key)
         .await
         .map_err(Problem::internal)?
-        .ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key"))
+        .ok_or_else(missing)
 }
 
 async fn ops_show(
@@ -474,6 +518,22 @@ fn ops_result(r: Result<Intent, oncebox_store::ops::OpsError>) -> Result<Intent,
         OpsError::NotFound(m) => Problem::new(StatusCode::NOT_FOUND, m).field("key"),
         OpsError::Database(e) => Problem::internal(e),
     })
+}
+
+/// The optional text member `name` of an ops body: absent, or a string without U+0000.
+fn text_member<'a>(
+    body: &'a serde_json::Map<String, Value>,
+    name: &str,
+) -> Result<Option<&'a str>, Problem> {
+    let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field(name);
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.contains('\0') => {
+            Err(bad(format!("{name} must not hold U+0000")))
+        }
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(bad(format!("{name} must be a string"))),
+    }
 }
 
 /// Reads an optional small JSON object body (`{}` when empty).
@@ -500,9 +560,7 @@ async fn ops_retry(
 ) -> Result<Response, Problem> {
     let who = ops_caller(&state, &headers).await?;
     let body = small_json(body).await?;
-    let reason = body
-        .get("reason")
-        .and_then(Value::as_str)
+    let reason = text_member(&body, "reason")?
         .unwrap_or("operator retry over the API")
         .to_owned();
     let intent = find_own(&state, &who.tenant_id, &key).await?;
@@ -528,15 +586,11 @@ async fn ops_resolve(
 ) -> Result<Response, Problem> {
     let who = ops_caller(&state, &headers).await?;
     let body = small_json(body).await?;
-    let resolution = match (
-        body.get("succeeded").and_then(Value::as_bool),
-        body.get("reason").and_then(Value::as_str),
-    ) {
+    let reference = text_member(&body, "reference")?;
+    let reason = text_member(&body, "reason")?;
+    let resolution = match (body.get("succeeded").and_then(Value::as_bool), reason) {
         (Some(true), _) => oncebox_store::ops::Resolution::Succeeded {
-            reference: body
-                .get("reference")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            reference: reference.map(str::to_owned),
         },
         (Some(false), Some(reason)) if !reason.is_empty() => {
             oncebox_store::ops::Resolution::Failed {
@@ -612,4 +666,19 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         );
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_served_document_lists_the_configured_actions() {
+        let doc: Value = serde_json::from_str(&openapi_for(["a", "b"].into_iter())).expect("json");
+        assert_eq!(doc["openapi"], "3.0.3");
+        assert_eq!(
+            doc.pointer("/components/schemas/NewIntent/properties/action/enum"),
+            Some(&json!(["a", "b"]))
+        );
+    }
 }

@@ -32,44 +32,80 @@ pub fn request_hash(action: &str, arguments: &Value) -> String {
 /// The JSON pointer (RFC 6901) of the first integer in `value` whose magnitude exceeds 2^53,
 /// which JCS would round; `None` when every number is exact.
 pub fn find_unsafe_integer(value: &Value) -> Option<String> {
-    fn walk(value: &Value, path: &mut String) -> bool {
-        match value {
-            Value::Number(n) => {
-                n.as_u64().is_some_and(|u| u > MAX_SAFE_INTEGER)
-                    || n.as_i64()
-                        .is_some_and(|i| i.unsigned_abs() > MAX_SAFE_INTEGER)
+    find_pointer(value, &|v, _| match v {
+        Value::Number(n) => {
+            n.as_u64().is_some_and(|u| u > MAX_SAFE_INTEGER)
+                || n.as_i64()
+                    .is_some_and(|i| i.unsigned_abs() > MAX_SAFE_INTEGER)
+        }
+        _ => false,
+    })
+}
+
+/// The JSON pointer of the first string or member name in `value` holding U+0000, which
+/// Postgres cannot store (in `jsonb` or `text`); `None` when there is none.
+pub fn find_nul(value: &Value) -> Option<String> {
+    find_pointer(value, &|v, name| {
+        name.is_some_and(|n| n.contains('\0')) || v.as_str().is_some_and(|s| s.contains('\0'))
+    })
+}
+
+/// The pointer of the first value (with the member name it is under, if any) that `hit`
+/// accepts, depth first.
+fn find_pointer(value: &Value, hit: &dyn Fn(&Value, Option<&str>) -> bool) -> Option<String> {
+    fn walk(
+        value: &Value,
+        name: Option<&str>,
+        path: &mut String,
+        hit: &dyn Fn(&Value, Option<&str>) -> bool,
+    ) -> bool {
+        if hit(value, name) {
+            return true;
+        }
+        let mut step = |segment: &str, item: &Value, name: Option<&str>| {
+            let len = path.len();
+            path.push('/');
+            path.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+            let found = walk(item, name, path, hit);
+            if !found {
+                path.truncate(len);
             }
-            Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                let found = walk(item, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
-            Value::Object(map) => map.iter().any(|(k, item)| {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                let found = walk(item, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
+            found
+        };
+        match value {
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .any(|(i, item)| step(&i.to_string(), item, None)),
+            Value::Object(map) => map.iter().any(|(k, item)| step(k, item, Some(k))),
             _ => false,
         }
     }
     let mut path = String::new();
-    walk(value, &mut path).then_some(path)
+    walk(value, None, &mut path, hit).then_some(path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn nul_is_found_in_values_and_member_names() {
+        assert_eq!(
+            find_nul(&json!({"a": ["x", "y\u{0}"]})),
+            Some("/a/1".into())
+        );
+        assert_eq!(
+            find_nul(&json!({"a/b": {"k\u{0}": 1}})),
+            Some("/a~1b/k\u{0}".into())
+        );
+        assert_eq!(find_nul(&json!({"a": "fine", "b": [1, null]})), None);
+        assert_eq!(
+            find_unsafe_integer(&json!({"a": [1, 9007199254740993_u64]})),
+            Some("/a/1".into())
+        );
+    }
 
     fn jcs(text: &str) -> String {
         canonical_json(&serde_json::from_str(text).expect("test JSON parses"))

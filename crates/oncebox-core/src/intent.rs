@@ -102,6 +102,12 @@ impl NewIntent {
                 "integer beyond 2^53 would be rounded by the request hash (RFC 8785); send it as a string",
             ));
         }
+        if let Some(pointer) = crate::hash::find_nul(&self.arguments) {
+            return Err(InvalidIntent::new(
+                format!("arguments{pointer}"),
+                "holds U+0000, which cannot be stored; remove it or encode the value",
+            ));
+        }
         let size = canonical_json(&self.arguments).len();
         if size > MAX_ARGUMENTS_BYTES {
             return Err(InvalidIntent::new(

@@ -144,7 +144,19 @@ impl Receiver {
     /// # Errors
     /// The bind error.
     pub async fn start(config: ReceiverConfig) -> std::io::Result<Receiver> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Receiver::start_on(
+            "127.0.0.1:0".parse().map_err(std::io::Error::other)?,
+            config,
+        )
+        .await
+    }
+
+    /// Starts a receiver listening on `addr`.
+    ///
+    /// # Errors
+    /// The bind error.
+    pub async fn start_on(addr: SocketAddr, config: ReceiverConfig) -> std::io::Result<Receiver> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State {
             rng: config.seed | 1,

@@ -29,11 +29,6 @@ pub use record::{
 pub use submit::{Intake, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 
-/// The README's Rust examples, compiled as doctests so that they cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
-
 /// The NOTIFY channel that wakes idle workers when outbox rows appear.
 pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
 

@@ -60,6 +60,11 @@ impl Intake {
         }
     }
 
+    /// The names of the actions this intake accepts, in order.
+    pub fn actions(&self) -> impl Iterator<Item = &str> {
+        self.actions.keys().map(String::as_str)
+    }
+
     /// Whether submits may NOTIFY waiting workers (default true). They do so only while a worker
     /// is registered as waiting ([`crate::register_waiting`]): NOTIFY serialises notifying
     /// commits cluster-wide, and a busy pool polls anyway. Without it workers find new rows by

@@ -15,7 +15,7 @@ mod worker;
 
 pub use dead_letter::{REASONS, connect as connect_dead_letters, message as dead_letter_message};
 pub use decide::decide;
-pub use metrics::Metrics;
+pub use metrics::{Metrics, Probes};
 pub use reconcile::{Reconciling, decide_reconcile, look_again_in};
 pub use routes::{Adapter, Route, RouteError, Routes};
 pub use worker::{WorkerError, WorkerSettings, run};

@@ -1,5 +1,6 @@
 //! Prometheus metrics of a worker, rendered in the text exposition format and served on
-//! `--metrics-addr` at `/metrics` (and `/healthz`).
+//! `--metrics-addr` at `/metrics`, beside the probes `/healthz` (alive, loops turning) and
+//! `/readyz` (database reachable).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -71,7 +72,16 @@ pub struct Metrics {
     leases_lost: AtomicU64,
     ready_depth: AtomicU64,
     oldest_ready_ms: AtomicU64,
-    loop_heartbeat_ms: AtomicU64,
+    heartbeats: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// What the probes check: how long a loop may go without a turn, and the database to reach.
+#[derive(Clone)]
+pub struct Probes {
+    /// A loop that has not turned for this long is stuck, and `/healthz` answers 503.
+    pub stuck_after: std::time::Duration,
+    /// `/readyz` answers 200 only when `SELECT 1` on this pool succeeds within 2 s.
+    pub pool: Option<sqlx::PgPool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,14 +116,34 @@ impl Metrics {
         self.oldest_ready_ms.store(oldest_age_ms, Ordering::Relaxed);
     }
 
-    /// Marks the main loop alive (milliseconds since the Unix epoch).
-    pub fn heartbeat(&self, now_ms: u64) {
-        self.loop_heartbeat_ms.store(now_ms, Ordering::Relaxed);
+    /// Marks `loop_name` alive at `now_ms` (milliseconds since the Unix epoch).
+    pub fn heartbeat(&self, loop_name: &'static str, now_ms: u64) {
+        lock(&self.heartbeats).insert(loop_name, now_ms);
     }
 
-    /// Milliseconds since the Unix epoch of the main loop's last turn.
-    pub fn last_heartbeat_ms(&self) -> u64 {
-        self.loop_heartbeat_ms.load(Ordering::Relaxed)
+    /// Stops watching `loop_name` (it ended on purpose, at shutdown).
+    pub fn loop_ended(&self, loop_name: &'static str) {
+        lock(&self.heartbeats).remove(loop_name);
+    }
+
+    /// `Ok` when every watched loop turned within `stuck_after_ms` of `now_ms`; otherwise the
+    /// loops that did not and for how long.
+    pub fn liveness(&self, now_ms: u64, stuck_after_ms: u64) -> Result<(), String> {
+        let stuck: Vec<String> = lock(&self.heartbeats)
+            .iter()
+            .filter(|(_, beat)| now_ms.saturating_sub(**beat) > stuck_after_ms)
+            .map(|(name, beat)| {
+                format!(
+                    "{name} loop has not turned for {} ms",
+                    now_ms.saturating_sub(*beat)
+                )
+            })
+            .collect();
+        if stuck.is_empty() {
+            Ok(())
+        } else {
+            Err(stuck.join("; "))
+        }
     }
 
     /// The deliveries counted so far with `outcome`, over all destinations.
@@ -161,16 +191,25 @@ impl Metrics {
             "# HELP oncebox_oldest_ready_age_seconds Age of the oldest ready deliver row.\n# TYPE oncebox_oldest_ready_age_seconds gauge\noncebox_oldest_ready_age_seconds {}",
             self.oldest_ready_ms.load(Ordering::Relaxed) as f64 / 1000.0
         );
+        out.push_str("# HELP oncebox_loop_heartbeat_timestamp_seconds When each worker loop last turned.\n# TYPE oncebox_loop_heartbeat_timestamp_seconds gauge\n");
+        for (name, ms) in lock(&self.heartbeats).iter() {
+            let _ = writeln!(
+                out,
+                "oncebox_loop_heartbeat_timestamp_seconds{{loop=\"{name}\"}} {}",
+                *ms as f64 / 1000.0
+            );
+        }
         out
     }
 
-    /// Serves `/metrics` and `/healthz` on `addr` until `cancel`.
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until `cancel`.
     ///
     /// # Errors
     /// The bind error.
     pub async fn serve(
         self: Arc<Self>,
         addr: SocketAddr,
+        probes: Probes,
         cancel: CancellationToken,
     ) -> std::io::Result<SocketAddr> {
         let listener = TcpListener::bind(addr).await?;
@@ -185,16 +224,44 @@ impl Metrics {
                     continue;
                 };
                 let metrics = self.clone();
+                let probes = probes.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 2048];
                     let n = stream.read(&mut buf).await.unwrap_or(0);
                     let head = String::from_utf8_lossy(&buf[..n]);
-                    let (status, body) = if head.starts_with("GET /metrics") {
-                        ("200 OK", metrics.render())
-                    } else if head.starts_with("GET /healthz") {
-                        ("200 OK", "ok\n".to_owned())
-                    } else {
-                        ("404 Not Found", "not found\n".to_owned())
+                    let path = head.split_whitespace().nth(1).unwrap_or_default();
+                    let path = path.split('?').next().unwrap_or_default();
+                    let get = head.starts_with("GET ");
+                    let (status, body) = match path {
+                        "/metrics" if get => ("200 OK", metrics.render()),
+                        "/healthz" if get => {
+                            let stuck_ms =
+                                u64::try_from(probes.stuck_after.as_millis()).unwrap_or(u64::MAX);
+                            match metrics.liveness(now_ms(), stuck_ms) {
+                                Ok(()) => ("200 OK", "ok\n".to_owned()),
+                                Err(why) => ("503 Service Unavailable", format!("stuck: {why}\n")),
+                            }
+                        }
+                        "/readyz" if get => match &probes.pool {
+                            Some(pool) => match tokio::time::timeout(
+                                std::time::Duration::from_secs(2),
+                                sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool),
+                            )
+                            .await
+                            {
+                                Ok(Ok(_)) => ("200 OK", "ready\n".to_owned()),
+                                Ok(Err(e)) => {
+                                    ("503 Service Unavailable", format!("database: {e}\n"))
+                                }
+                                Err(_) => (
+                                    "503 Service Unavailable",
+                                    "database: no answer within 2 s\n".to_owned(),
+                                ),
+                            },
+                            None => ("200 OK", "ready\n".to_owned()),
+                        },
+                        _ if !get => ("405 Method Not Allowed", "GET only\n".to_owned()),
+                        _ => ("404 Not Found", "not found\n".to_owned()),
                     };
                     let reply = format!(
                         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -205,5 +272,37 @@ impl Metrics {
             }
         });
         Ok(bound)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_that_stops_turning_is_stuck() {
+        let m = Metrics::default();
+        assert!(m.liveness(10_000, 1_000).is_ok(), "no loop yet: alive");
+        m.heartbeat("deliver", 9_500);
+        m.heartbeat("reconcile", 5_000);
+        let why = m.liveness(10_000, 1_000).expect_err("reconcile is stuck");
+        assert!(
+            why.contains("reconcile loop has not turned for 5000 ms"),
+            "{why}"
+        );
+        assert!(!why.contains("deliver"), "{why}");
+        m.loop_ended("reconcile");
+        assert!(m.liveness(10_000, 1_000).is_ok());
+        assert!(
+            m.render()
+                .contains("oncebox_loop_heartbeat_timestamp_seconds{loop=\"deliver\"} 9.5")
+        );
     }
 }

@@ -86,11 +86,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use crate::metrics::now_ms;
 
 /// Runs one worker until `cancel`, then finishes or releases its in-flight work within the
 /// grace period and returns.
@@ -151,6 +147,7 @@ pub async fn run(
         routes.clone(),
         settings.clone(),
         done_tx.clone(),
+        metrics.clone(),
         cancel.clone(),
     ));
     let mut tasks = JoinSet::new();
@@ -163,7 +160,7 @@ pub async fn run(
         cancel.cancelled().await;
     }
     while !cancel.is_cancelled() {
-        metrics.heartbeat(now_ms());
+        metrics.heartbeat("deliver", now_ms());
         while tasks.try_join_next().is_some() {}
         // Claim in worthwhile batches: with work in flight, wait until half a batch of slots is
         // free (or a few milliseconds have passed), so a steady drain does not become a stream
@@ -232,7 +229,7 @@ pub async fn run(
             }
             continue;
         }
-        crash_point("after_claim");
+        crash_point("after_claim").await;
         last_work = Instant::now();
         if waiting {
             waiting = !register(&pool, &settings.id, false).await;
@@ -245,6 +242,7 @@ pub async fn run(
     }
 
     // Shutdown: no more claims; let in-flight deliveries finish within the grace period.
+    metrics.loop_ended("deliver");
     tracing::info!(worker = %settings.id, in_flight = tasks.len(), "stopping: finishing in-flight deliveries");
     let deadline = tokio::time::sleep(settings.grace);
     tokio::pin!(deadline);
@@ -293,9 +291,11 @@ async fn reconcile_loop(
     routes: Routes,
     settings: Arc<WorkerSettings>,
     done: mpsc::Sender<Completion>,
+    metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
     while !cancel.is_cancelled() {
+        metrics.heartbeat("reconcile", now_ms());
         let claimed = match pool.acquire().await {
             Ok(mut conn) => {
                 oncebox_store::claim(
@@ -318,7 +318,7 @@ async fn reconcile_loop(
         };
         if rows.is_empty() {
             tokio::select! {
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(settings.poll_interval) => {}
             }
             continue;
@@ -373,6 +373,7 @@ async fn reconcile_loop(
         }
         while lookups.join_next().await.is_some() {}
     }
+    metrics.loop_ended("reconcile");
 }
 
 /// Registers (`on`) or deregisters this worker as waiting; returns whether it succeeded.
@@ -534,7 +535,7 @@ async fn start_batch(
                 let started = Instant::now();
                 let outcome: DeliveryOutcome = route.destination.deliver(&req, lease).await;
                 let elapsed = started.elapsed();
-                crash_point("after_call");
+                crash_point("after_call").await;
                 metrics.delivered(
                     route.destination.name(),
                     outcome.class().as_str(),
@@ -567,10 +568,20 @@ async fn start_batch(
 /// Test hook: `ONCEBOX_CRASH_AT=<point>` aborts the process at a named point — `after_claim`
 /// (leased, nothing dispatched) or `after_call` (the destination answered, nothing recorded) —
 /// so crash tests kill a worker exactly there instead of racing a signal.
-fn crash_point(point: &str) {
-    if std::env::var("ONCEBOX_CRASH_AT").is_ok_and(|p| p == point) {
+/// Test hooks, never set in production: `ONCEBOX_CRASH_AT=POINT` aborts the process there;
+/// `ONCEBOX_CRASH_AT=hang_POINT` wedges the task there for ever, as a call that never returns
+/// would (what the liveness probe exists to catch).
+async fn crash_point(point: &str) {
+    let Ok(wanted) = std::env::var("ONCEBOX_CRASH_AT") else {
+        return;
+    };
+    if wanted == point {
         tracing::error!(point, "ONCEBOX_CRASH_AT: aborting the process");
         std::process::abort();
+    }
+    if wanted.strip_prefix("hang_") == Some(point) {
+        tracing::error!(point, "ONCEBOX_CRASH_AT: hanging here for ever");
+        std::future::pending::<()>().await;
     }
 }
 

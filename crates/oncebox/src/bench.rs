@@ -16,7 +16,7 @@ use crate::exit::{CliError, CliResult};
 use crate::scratch::ScratchDb;
 
 /// The raw reference tables, as in shared/bench/setup.sql.
-const BASELINE_SETUP: &str = "
+pub(crate) const BASELINE_SETUP: &str = "
 CREATE TABLE baseline_journal (
   id bigserial PRIMARY KEY, tenant_id text NOT NULL, idempotency_key text NOT NULL,
   request_hash text NOT NULL, payload jsonb NOT NULL, status text NOT NULL,
@@ -46,14 +46,14 @@ pub(crate) async fn run(args: BenchArgs, json: bool) -> CliResult {
 
 /// What one measurement produced.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
-struct Figure {
-    per_second: f64,
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
+pub(crate) struct Figure {
+    pub(crate) per_second: f64,
+    pub(crate) p50_ms: Option<f64>,
+    pub(crate) p99_ms: Option<f64>,
 }
 
 #[derive(Clone)]
-enum Load {
+pub(crate) enum Load {
     Oncebox(Intake),
     RawSql,
 }
@@ -70,7 +70,11 @@ async fn intake(a: IntakeBenchArgs, json: bool) -> CliResult {
         &format!("oncebox_bench_{}", std::process::id()),
     )
     .await?;
-    let result = intake_rounds(&a, &scratch, json).await;
+    let result = if a.http {
+        crate::bench_http::intake_rounds(&a, &scratch, json).await
+    } else {
+        intake_rounds(&a, &scratch, json).await
+    };
     scratch.drop_db().await?;
     result
 }
@@ -216,7 +220,7 @@ impl WaitingWorker {
     }
 }
 
-async fn reset(pool: &PgPool) -> Result<(), CliError> {
+pub(crate) async fn reset(pool: &PgPool) -> Result<(), CliError> {
     sqlx::raw_sql(
         "TRUNCATE oncebox.outbox, oncebox.attempts, oncebox.intents, oncebox.waiting_workers,
                   baseline_outbox, baseline_journal;
@@ -229,7 +233,7 @@ async fn reset(pool: &PgPool) -> Result<(), CliError> {
 
 /// Runs `clients` loops for `secs`, each a task on its own connection, one intent per
 /// transaction; returns the rate and the latency of begin → commit.
-async fn measure(
+pub(crate) async fn measure(
     pool: &PgPool,
     load: Load,
     clients: usize,
@@ -274,17 +278,21 @@ async fn measure(
     for t in tasks {
         all.extend(t.await.context("benchmark client panicked")??);
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    all.sort_unstable();
+    Ok(figure(all, start.elapsed()))
+}
+
+/// The rate and the median and 99th-percentile latency of `latencies` (µs) over `elapsed`.
+pub(crate) fn figure(mut latencies: Vec<u32>, elapsed: Duration) -> Figure {
+    latencies.sort_unstable();
     let pct = |p: f64| -> Option<f64> {
-        let idx = ((all.len() as f64 * p).ceil() as usize).saturating_sub(1);
-        all.get(idx).map(|us| f64::from(*us) / 1000.0)
+        let idx = ((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1);
+        latencies.get(idx).map(|us| f64::from(*us) / 1000.0)
     };
-    Ok(Figure {
-        per_second: all.len() as f64 / elapsed,
+    Figure {
+        per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
-    })
+    }
 }
 
 pub(crate) fn pgbench_available() -> bool {
@@ -295,7 +303,7 @@ pub(crate) fn pgbench_available() -> bool {
 }
 
 /// Runs shared/bench/intake.sql with pgbench against the scratch database, as baseline.sh does.
-async fn run_pgbench(
+pub(crate) async fn run_pgbench(
     script: &Path,
     url: &str,
     clients: usize,
@@ -336,7 +344,7 @@ async fn run_pgbench(
     })
 }
 
-fn median(figures: &[Figure]) -> Figure {
+pub(crate) fn median(figures: &[Figure]) -> Figure {
     let mut sorted = figures.to_vec();
     sorted.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
     sorted[sorted.len() / 2]

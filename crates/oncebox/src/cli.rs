@@ -70,6 +70,24 @@ pub(crate) enum Command {
     /// Run the end-to-end demonstration with injected faults, in its own database.
     #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
+    /// Run the reference receiver (the demo's billing system) as a server: POST records one
+    /// effect per request (per key with --honours-keys), GET /effects?key=K looks effects up.
+    /// For trying a deployment end to end (deploy/compose.yaml); never a production receiver.
+    #[command(after_help = EXIT_CODES)]
+    Receiver(ReceiverArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReceiverArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Replay the first answer for a repeated Idempotency-Key instead of executing again.
+    #[arg(long)]
+    pub(crate) honours_keys: bool,
+    /// Fraction (0 to 1) of answers dropped after executing, to exercise unknown outcomes.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) drop_rate: f64,
 }
 
 /// Where the database is.
@@ -182,6 +200,9 @@ pub(crate) struct ServeArgs {
     /// Largest request body, in bytes (413 beyond).
     #[arg(long, default_value_t = 256 * 1024)]
     pub(crate) body_limit: usize,
+    /// Database connections in the pool (one more is held for LISTEN); requests beyond it wait.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) db_connections: u32,
 }
 
 #[derive(Debug, Args)]
@@ -279,10 +300,13 @@ pub(crate) struct WorkerArgs {
     /// Deliveries in flight at once.
     #[arg(long, default_value_t = 64)]
     pub(crate) concurrency: usize,
-    /// This worker's name (lease owner, logs, retry report); default host-pid.
-    #[arg(long)]
+    /// This worker's name (lease owner, logs, retry report); default host-pid. In Kubernetes,
+    /// the pod name.
+    #[arg(long, env = "ONCEBOX_WORKER_ID")]
     pub(crate) id: Option<String>,
-    /// Serve Prometheus metrics at http://ADDR/metrics (and /healthz), e.g. 127.0.0.1:9187.
+    /// Serve Prometheus metrics at http://ADDR/metrics, with the probes /healthz (503 when a
+    /// loop has not turned for 3 leases) and /readyz (503 when the database does not answer),
+    /// e.g. 127.0.0.1:9187.
     #[arg(long)]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Lease length; must exceed every destination timeout by 2 s (e.g. "30s").
@@ -413,6 +437,11 @@ pub(crate) struct IntakeBenchArgs {
     /// when pgbench or the directory is missing.
     #[arg(long, default_value = "../shared/bench")]
     pub(crate) baseline_dir: PathBuf,
+    /// Submit through the HTTP API instead: an in-process `oncebox serve` on loopback, each
+    /// client a task posting with `oncebox-client` (keep-alive); compared with the raw
+    /// pgbench intake of the baseline (or the raw SQL transaction when pgbench is missing).
+    #[arg(long)]
+    pub(crate) http: bool,
 }
 
 #[derive(Debug, Args)]

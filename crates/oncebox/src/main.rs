@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_deliver;
+mod bench_http;
 mod cli;
 mod commands;
 mod demo;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Bench(args) => bench::run(args, json).await,
             Command::Demo(args) => demo::run(args, json).await,
+            Command::Receiver(args) => receiver(args).await,
         }
     });
     match result {
@@ -57,7 +59,7 @@ fn main() -> ExitCode {
 async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     use anyhow::Context;
     let config = commands::load_config(&args.config)?;
-    let pool = commands::connect(&args.db, 16).await?;
+    let pool = commands::connect(&args.db, args.db_connections).await?;
     let state =
         oncebox_api::AppState::new(pool, oncebox_store::Intake::new(&config), args.body_limit)
             .await?;
@@ -79,6 +81,38 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         })
         .await
         .context("the API server failed")?;
+    Ok(())
+}
+
+async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {
+    if !(0.0..=1.0).contains(&args.drop_rate) {
+        return Err(exit::CliError::usage(
+            "drop_rate",
+            format!(
+                "--drop-rate must be between 0 and 1, not {}",
+                args.drop_rate
+            ),
+        ));
+    }
+    let config = oncebox_receiver::ReceiverConfig {
+        honours_keys: args.honours_keys,
+        drop_rate: args.drop_rate,
+        seed: u64::from(std::process::id()),
+    };
+    let rx = oncebox_receiver::Receiver::start_on(args.listen, config)
+        .await
+        .map_err(|e| {
+            exit::CliError::usage("listen", format!("cannot listen on {}: {e}", args.listen))
+        })?;
+    eprintln!("receiver at {}", rx.url());
+    use tokio::signal::unix::{SignalKind, signal};
+    if let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    }
+    eprintln!("{} effects", rx.total_effects());
     Ok(())
 }
 

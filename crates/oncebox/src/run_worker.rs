@@ -36,9 +36,16 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     if let Some(addr) = args.metrics_addr {
+        // A loop turns at least every poll interval, or when a delivery or lookup (each shorter
+        // than the lease) ends, or a database call fails (acquiring waits at most 5 s): three
+        // leases without a turn means it is stuck.
+        let probes = oncebox_worker::Probes {
+            stuck_after: args.lease * 3 + args.poll_interval,
+            pool: Some(pool.clone()),
+        };
         let bound = metrics
             .clone()
-            .serve(addr, cancel.clone())
+            .serve(addr, probes, cancel.clone())
             .await
             .map_err(|e| {
                 CliError::usage("metrics_addr", format!("cannot listen on {addr}: {e}"))

@@ -1,0 +1,330 @@
+//! The deployment files are checked, not just written: the Dockerfile passes hadolint, every
+//! Kubernetes manifest validates against the Kubernetes schemas (kubernetes-validate, strict),
+//! the kustomization names every manifest, and every flag a manifest, compose service or systemd
+//! unit passes to `oncebox` is one the binary accepts. Grace periods outlast the worker's
+//! `--grace`, so a scaled-down worker releases its leases before it is killed.
+//!
+//! The Python tools come from `scripts/pytools.sh` (run by `scripts/test.sh`), found through
+//! `ONCEBOX_PYTOOLS` or at `target/pytools/bin`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory of the pinned Python tools; fails the test, saying how to get them.
+fn pytools() -> PathBuf {
+    let dir = std::env::var_os("ONCEBOX_PYTOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/pytools/bin"));
+    assert!(
+        dir.join("python").exists(),
+        "the Python test tools are missing at {}: run scripts/test.sh, or scripts/pytools.sh once",
+        dir.display()
+    );
+    dir
+}
+
+fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Every YAML document in `file`, as JSON.
+fn yaml_docs(file: &Path) -> Vec<Value> {
+    let (ok, text) = run(Command::new(pytools().join("python"))
+        .args([
+            "-c",
+            "import sys, json, yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]))",
+        ])
+        .arg(file));
+    assert!(ok, "{} is not YAML: {text}", file.display());
+    serde_json::from_str(&text).expect("json")
+}
+
+/// The `--flag` names in `args`, checked against `oncebox <subcommand> --help`.
+fn assert_flags_exist(args: &[String], whence: &str) {
+    let sub = args.first().expect("a subcommand").clone();
+    let (ok, help) = run(Command::new(BIN).args([&sub, "--help"]));
+    assert!(ok, "{whence}: `oncebox {sub}` is not a command: {help}");
+    for flag in args.iter().filter(|a| a.starts_with("--")) {
+        let name = flag.split('=').next().unwrap_or_default();
+        assert!(
+            help.contains(&format!("{name} ")) || help.contains(&format!("{name}\n")),
+            "{whence}: `oncebox {sub}` has no flag {name}"
+        );
+    }
+}
+
+/// The value of `--flag=VALUE` or `--flag VALUE` in `args`.
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        a.strip_prefix(&format!("{flag}="))
+            .map(str::to_owned)
+            .or_else(|| (a == flag).then(|| args.get(i + 1).cloned()).flatten())
+    })
+}
+
+fn seconds(text: &str) -> u64 {
+    oncebox_core::config::parse_duration(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .as_secs()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_dockerfile_passes_hadolint_and_builds_what_it_copies() {
+    let dockerfile = root().join("deploy/Dockerfile");
+    let (ok, text) = run(Command::new(pytools().join("hadolint")).arg(&dockerfile));
+    assert!(ok, "hadolint found problems:\n{text}");
+    // Every path the build copies is let through by .dockerignore, which excludes the rest.
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).expect(".dockerignore");
+    let allowed: Vec<&str> = ignore
+        .lines()
+        .filter_map(|l| l.strip_prefix('!'))
+        .map(|l| l.trim_end_matches('/'))
+        .collect();
+    let docker = std::fs::read_to_string(&dockerfile).expect("Dockerfile");
+    let copies: Vec<&str> = docker
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from="))
+        .flat_map(|l| {
+            let parts: Vec<&str> = l.split_whitespace().collect();
+            parts[1..parts.len() - 1].to_vec()
+        })
+        .collect();
+    assert!(copies.contains(&"crates"), "{copies:?}");
+    for src in copies {
+        assert!(allowed.contains(&src), ".dockerignore excludes {src}");
+        assert!(
+            root().join(src).exists(),
+            "the Dockerfile copies {src}, which does not exist"
+        );
+    }
+    assert!(docker.contains("USER 65532"), "the image runs as non-root");
+    assert!(docker.contains("ENTRYPOINT [\"/usr/local/bin/oncebox\"]"));
+}
+
+#[test]
+fn kubernetes_manifests_validate_against_the_kubernetes_schemas() {
+    let dir = root().join("deploy/k8s");
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("deploy/k8s")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| !p.ends_with("kustomization.yaml"))
+        .collect();
+    manifests.sort();
+    assert!(manifests.len() >= 6, "{manifests:?}");
+    // The oldest supported Kubernetes and the newest schema the package ships.
+    for version in ["1.30.0", "1.37.0"] {
+        let (ok, text) = run(Command::new(pytools().join("kubernetes-validate"))
+            .args(["--strict", "--kubernetes-version", version])
+            .args(&manifests));
+        assert!(ok, "kubernetes-validate {version}:\n{text}");
+        assert!(!text.contains("ERROR"), "{text}");
+    }
+
+    // The kustomization names every manifest but the Secret template.
+    let kustomization = &yaml_docs(&dir.join("kustomization.yaml"))[0];
+    let listed: BTreeSet<String> = strings(&kustomization["resources"]).into_iter().collect();
+    let present: BTreeSet<String> = manifests
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .filter(|n| n != "secret.example.yaml")
+        .collect();
+    assert_eq!(listed, present, "kustomization.yaml resources");
+    // With kubectl at hand, the rendered kustomization validates too.
+    if let Ok(out) = Command::new("kubectl").arg("kustomize").arg(&dir).output()
+        && out.status.success()
+    {
+        let rendered =
+            std::env::temp_dir().join(format!("oncebox-k8s-{}.yaml", std::process::id()));
+        std::fs::write(&rendered, &out.stdout).expect("rendered");
+        let (ok, text) = run(Command::new(pytools().join("kubernetes-validate"))
+            .args(["--strict"])
+            .arg(&rendered));
+        let _ = std::fs::remove_file(&rendered);
+        assert!(ok, "kubectl kustomize output:\n{text}");
+    }
+
+    let mut docs = Vec::new();
+    for m in &manifests {
+        docs.extend(yaml_docs(m));
+    }
+    let find = |kind: &str, name: &str| -> &Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+
+    // The configuration in the ConfigMap is one oncebox accepts.
+    let toml = find("ConfigMap", "oncebox-config")["data"]["oncebox.toml"]
+        .as_str()
+        .expect("oncebox.toml");
+    oncebox_core::config::Config::from_toml(toml).expect("the ConfigMap's oncebox.toml is valid");
+
+    // Every container's arguments are flags the binary has; probes hit what it serves.
+    for d in docs
+        .iter()
+        .filter(|d| ["Deployment", "Job"].contains(&d["kind"].as_str().unwrap_or_default()))
+    {
+        let pod = &d["spec"]["template"]["spec"];
+        for c in pod["containers"].as_array().expect("containers") {
+            let args = strings(&c["args"]);
+            assert_flags_exist(&args, &format!("{} {}", d["kind"], d["metadata"]["name"]));
+            for probe in ["livenessProbe", "readinessProbe"] {
+                if d["kind"] == "Deployment" {
+                    let path = c[probe]["httpGet"]["path"].as_str().unwrap_or_default();
+                    assert!(["/healthz", "/readyz"].contains(&path), "{probe} {path}");
+                }
+            }
+        }
+    }
+    let worker = find("Deployment", "oncebox-worker");
+    let pod = &worker["spec"]["template"]["spec"];
+    let args = strings(&pod["containers"][0]["args"]);
+    let grace = seconds(&flag_value(&args, "--grace").unwrap_or_else(|| "10s".into()));
+    let termination = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds");
+    assert!(
+        termination >= grace + 10,
+        "terminationGracePeriodSeconds {termination} must outlast --grace {grace} s by 10 s"
+    );
+    assert_eq!(
+        pod["containers"][0]["readinessProbe"]["httpGet"]["path"], "/readyz",
+        "worker readiness is the database probe"
+    );
+    assert_eq!(
+        worker["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"],
+        "true"
+    );
+    assert_eq!(
+        find("HorizontalPodAutoscaler", "oncebox-worker")["spec"]["scaleTargetRef"]["name"],
+        "oncebox-worker"
+    );
+    assert_eq!(
+        find("PodDisruptionBudget", "oncebox-worker")["spec"]["selector"]["matchLabels"],
+        worker["spec"]["selector"]["matchLabels"]
+    );
+    let secret = &yaml_docs(&dir.join("secret.example.yaml"))[0];
+    for var in ["DATABASE_URL", "AMQP_URL"] {
+        assert!(
+            secret["stringData"][var].is_string(),
+            "the Secret template has {var}"
+        );
+    }
+}
+
+#[test]
+fn compose_runs_three_workers_with_flags_the_binary_has() {
+    let file = root().join("deploy/compose.yaml");
+    let compose = &yaml_docs(&file)[0];
+    let services = &compose["services"];
+    for s in ["postgres", "rabbitmq", "migrate", "api", "worker"] {
+        assert!(services[s].is_object(), "compose service {s}");
+    }
+    assert_eq!(services["worker"]["deploy"]["replicas"], 3);
+    for (name, s) in services.as_object().expect("services") {
+        if s["image"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("oncebox"))
+        {
+            assert_flags_exist(&strings(&s["command"]), &format!("compose service {name}"));
+        }
+    }
+    let args = strings(&services["worker"]["command"]);
+    let grace = seconds(&flag_value(&args, "--grace").unwrap_or_else(|| "10s".into()));
+    let stop = seconds(
+        services["worker"]["stop_grace_period"]
+            .as_str()
+            .expect("stop_grace_period"),
+    );
+    assert!(
+        stop > grace,
+        "stop_grace_period {stop} s must outlast --grace {grace} s"
+    );
+    // The mounted configuration and definitions exist and are valid.
+    let toml = std::fs::read_to_string(root().join("deploy/compose/oncebox.toml")).expect("toml");
+    oncebox_core::config::Config::from_toml(&toml).expect("deploy/compose/oncebox.toml is valid");
+    let defs: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/rabbitmq/definitions.json")).expect("defs"),
+    )
+    .expect("definitions.json");
+    assert!(defs["queues"].is_array());
+}
+
+#[test]
+fn systemd_units_verify_and_outlast_the_worker_grace() {
+    let dir = root().join("deploy/systemd");
+    let units: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("deploy/systemd")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "service"))
+        .collect();
+    assert_eq!(units.len(), 3, "{units:?}");
+    let scratch = std::env::temp_dir().join(format!("oncebox-systemd-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    for unit in &units {
+        let text = std::fs::read_to_string(unit).expect("unit");
+        let exec = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart=/usr/local/bin/oncebox "))
+            .expect("ExecStart runs oncebox");
+        let args: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
+        assert_flags_exist(&args, &unit.display().to_string());
+        if let Some(grace) = flag_value(&args, "--grace") {
+            let stop = text
+                .lines()
+                .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+                .expect("TimeoutStopSec");
+            assert!(
+                seconds(stop) > seconds(&grace),
+                "{}: TimeoutStopSec",
+                unit.display()
+            );
+        }
+        // systemd-analyze wants the executable to exist: point it at the built binary.
+        std::fs::write(
+            scratch.join(unit.file_name().expect("name")),
+            text.replace("/usr/local/bin/oncebox", BIN),
+        )
+        .expect("copy");
+    }
+    if let Ok(out) = Command::new("systemd-analyze").arg("--version").output()
+        && out.status.success()
+    {
+        let mut cmd = Command::new("systemd-analyze");
+        cmd.args(["verify", "--man=no"]);
+        for unit in &units {
+            cmd.arg(scratch.join(unit.file_name().expect("name")));
+        }
+        let (ok, text) = run(&mut cmd);
+        // Unknown keys are only warnings to systemd: any output is a finding here.
+        let findings: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(ok && findings.is_empty(), "systemd-analyze verify:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
