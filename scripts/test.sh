@@ -8,4 +8,4 @@ source scripts/services.sh
 source scripts/pytools.sh
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
 export AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"

@@ -169,6 +169,9 @@ fn help_is_there_for_every_subcommand() {
         &["ops", "purge"],
         &["ops", "stats"],
         &["demo"],
+        &["serve"],
+        &["receiver"],
+        &["ops", "token", "create"],
     ] {
         let o = Command::new(BIN)
             .args(sub)
@@ -632,4 +635,99 @@ async fn bench_deliver_over_http_reports_rate_and_latency() {
         "pgbench baseline skipped without its scripts: {r}"
     );
     db.drop_db().await;
+}
+
+#[tokio::test]
+async fn bench_intake_over_http_reports_both_sides_and_a_ratio() {
+    let db = TestDb::new("bench_http").await;
+    let o = db.run(&[
+        "bench",
+        "intake",
+        "--http",
+        "--json",
+        "--clients",
+        "4",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert_eq!(r["benchmark"], "intake_http", "{r}");
+    assert!(r["http_api"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["raw"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_to_raw"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["baseline"]
+            .as_str()
+            .is_some_and(|b| b.contains("pgbench not found")),
+        "without the baseline script the raw transaction stands in, and says so: {r}"
+    );
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn the_reference_receiver_runs_as_a_server_and_counts_effects_per_key() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let bad = Command::new(BIN)
+        .args(["receiver", "--drop-rate", "2"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&bad), 2);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--drop-rate"));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Command::new(BIN)
+        .args(["receiver", "--honours-keys", "--listen", &addr])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("receiver");
+    let request = |raw: String| {
+        let addr = addr.clone();
+        async move {
+            for _ in 0..100 {
+                if let Ok(mut s) = tokio::net::TcpStream::connect(&addr).await {
+                    s.write_all(raw.as_bytes()).await.expect("write");
+                    // The receiver keeps connections alive: end ours so that it closes.
+                    s.shutdown().await.expect("shutdown");
+                    let mut out = String::new();
+                    let _ = s.read_to_string(&mut out).await;
+                    return out;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("the receiver did not come up");
+        }
+    };
+    let body = r#"{"order_id":"o-1"}"#;
+    let post = format!(
+        "POST /effects HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert!(request(post.clone()).await.starts_with("HTTP/1.1 201"));
+    assert!(request(post).await.starts_with("HTTP/1.1 201"), "a replay");
+    let found =
+        request("GET /effects?key=k-1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into())
+            .await;
+    let json = found.split("\r\n\r\n").nth(1).expect("body");
+    let v: Value = serde_json::from_str(json).expect("json");
+    assert_eq!(
+        v["data"].as_array().map(Vec::len),
+        Some(1),
+        "one effect for k-1: {v}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let out = server.wait_with_output().expect("exit");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 effects"));
 }

@@ -46,7 +46,16 @@ pub struct AppState {
     done: watch::Receiver<u64>,
     requests: RequestCounts,
     openapi: Arc<str>,
+    tokens: TokenCache,
 }
+
+/// How long a token, once found valid, is trusted without asking the database again: a revoked
+/// token stops working within this time.
+pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(5);
+
+/// Tokens found valid, with when they were checked. Unknown tokens are never cached.
+type TokenCache =
+    Arc<std::sync::Mutex<std::collections::HashMap<String, (Caller, tokio::time::Instant)>>>;
 
 impl AppState {
     /// State over `pool` accepting the actions of `intake`, listening for finished intents.
@@ -65,7 +74,12 @@ impl AppState {
             // Each notification bumps a counter; waiters re-read their intent when it changes.
             // recv() reconnects by itself; a lost notification only delays a waiter to its timeout.
             loop {
-                match listener.recv().await {
+                let heard = listener.recv().await;
+                if tx.is_closed() {
+                    // The server is gone (its state dropped): nobody is waiting.
+                    return;
+                }
+                match heard {
                     Ok(_) => {
                         tx.send_modify(|n| *n += 1);
                     }
@@ -73,9 +87,6 @@ impl AppState {
                         tracing::warn!(error = %e, "LISTEN for finished intents failed; reconnecting");
                         tx.send_modify(|n| *n += 1);
                     }
-                }
-                if tx.is_closed() {
-                    return;
                 }
             }
         });
@@ -87,6 +98,7 @@ impl AppState {
             done: rx,
             requests: RequestCounts::default(),
             openapi,
+            tokens: TokenCache::default(),
         })
     }
 }
@@ -138,14 +150,38 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem
         .ok_or_else(|| {
             Problem::new(StatusCode::UNAUTHORIZED, "missing bearer token").field("authorization")
         })?;
+    let token = token.trim();
+    let cached = |now| {
+        let tokens = state
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tokens
+            .get(token)
+            .filter(|(_, at): &&(Caller, tokio::time::Instant)| now - *at < TOKEN_CACHE_TTL)
+            .map(|(c, _)| c.clone())
+    };
+    let now = tokio::time::Instant::now();
+    if let Some(who) = cached(now) {
+        return Ok(who);
+    }
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
-    authenticate(&mut conn, token.trim())
+    let who = authenticate(&mut conn, token)
         .await
         .map_err(Problem::internal)?
         .ok_or_else(|| {
             Problem::new(StatusCode::UNAUTHORIZED, "unknown or revoked token")
                 .field("authorization")
-        })
+        })?;
+    let mut tokens = state
+        .tokens
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if tokens.len() >= 10_000 {
+        tokens.retain(|_, (_, at)| now - *at < TOKEN_CACHE_TTL);
+    }
+    tokens.insert(token.to_owned(), (who.clone(), now));
+    Ok(who)
 }
 
 /// Parses `Idempotency-Key`: a bare token or an RFC 8941 sf-string.
@@ -309,8 +345,9 @@ async fn submit(
         step: body.step,
         deadline: body.deadline.map(Into::into),
     };
-    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    let submitted = match state.intake.submit(&mut tx, intent).await {
+    // The intent is all this request writes: one statement, committed by itself.
+    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
+    let submitted = match state.intake.submit_alone(&mut conn, intent).await {
         Ok(s) => s,
         Err(SubmitError::Invalid(e)) => {
             let status = if e.field == "action" {
@@ -333,7 +370,6 @@ async fn submit(
         }
         Err(SubmitError::Store(e)) => return Err(Problem::internal(e)),
     };
-    tx.commit().await.map_err(Problem::internal)?;
     let status = if submitted.created {
         StatusCode::ACCEPTED
     } else {

@@ -11,7 +11,7 @@ use oncebox_core::redact::{self, RedactRule};
 use oncebox_core::{NewIntent, Status, request_hash};
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{Postgres, Transaction};
+use sqlx::{PgConnection, Postgres, Transaction};
 
 use crate::error::{StoreError, SubmitError};
 use crate::intent::{Intent, intent_by_key};
@@ -103,6 +103,29 @@ impl Intake {
         tx: &mut Transaction<'_, Postgres>,
         intent: NewIntent,
     ) -> Result<Submitted, SubmitError> {
+        self.submit_on(tx, intent).await
+    }
+
+    /// Records `intent` on its own: one statement, committed by itself (autocommit). For
+    /// callers with nothing of their own to write in the same transaction — the HTTP API — it
+    /// saves the `BEGIN` and `COMMIT` round trips; everything else is as [`Intake::submit`].
+    ///
+    /// # Errors
+    /// As [`Intake::submit`]; on [`SubmitError::Store`] the intent may or may not have been
+    /// committed: submit again with the same key to find out.
+    pub async fn submit_alone(
+        &self,
+        conn: &mut PgConnection,
+        intent: NewIntent,
+    ) -> Result<Submitted, SubmitError> {
+        self.submit_on(conn, intent).await
+    }
+
+    async fn submit_on(
+        &self,
+        conn: &mut PgConnection,
+        intent: NewIntent,
+    ) -> Result<Submitted, SubmitError> {
         intent.validate()?;
         let rules = self.actions.get(&intent.action).ok_or_else(|| {
             let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
@@ -141,7 +164,7 @@ impl Intake {
             .bind(deadline)
             .bind(delivery_arguments)
             .bind(self.notify)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *conn)
             .await?;
         if let Some(row) = inserted {
             tracing::Span::current().record("intent_id", row.id);
@@ -171,7 +194,7 @@ impl Intake {
             });
         }
 
-        let existing = intent_by_key(tx, &intent.tenant_id, &intent.idempotency_key)
+        let existing = intent_by_key(conn, &intent.tenant_id, &intent.idempotency_key)
             .await?
             .ok_or_else(|| {
                 StoreError::Database(sqlx::Error::Protocol(

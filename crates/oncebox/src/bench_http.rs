@@ -73,6 +73,7 @@ pub(crate) async fn intake_rounds(
         }
     }
     server.abort();
+    let _ = server.await;
     let (ours_m, raw_m) = (median(&ours), median(&raw));
     let ratio = ours_m.per_second / raw_m.per_second;
     let baseline = if pgbench {

@@ -200,7 +200,8 @@ pub(crate) struct ServeArgs {
     /// Largest request body, in bytes (413 beyond).
     #[arg(long, default_value_t = 256 * 1024)]
     pub(crate) body_limit: usize,
-    /// Database connections in the pool (one more is held for LISTEN); requests beyond it wait.
+    /// Database connections in the pool, the one held for LISTEN (long-polls) included;
+    /// requests beyond it wait for a free one.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) db_connections: u32,
 }
