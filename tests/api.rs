@@ -438,6 +438,22 @@ async fn sixty_four_concurrent_identical_posts_make_one_intent() {
     api.stop().await;
 }
 
+/// After 300 ms, finishes the intent under `key` the way a worker's record would: the journal
+/// row `succeeded`, then the NOTIFY that wakes long-polls.
+async fn finish_soon(db_url: &str, key: &str) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut db = PgConnection::connect(db_url).await.expect("db");
+    sqlx::query("UPDATE oncebox.intents SET status = 'succeeded', completed_at = now() WHERE idempotency_key = $1")
+        .bind(key)
+        .execute(&mut db)
+        .await
+        .expect("finish");
+    sqlx::query("SELECT pg_notify('oncebox_intent_done', '')")
+        .execute(&mut db)
+        .await
+        .expect("notify");
+}
+
 #[tokio::test]
 async fn wait_returns_once_the_intent_is_terminal() {
     let api = Api::start("wait").await;
@@ -452,18 +468,7 @@ async fn wait_returns_once_the_intent_is_terminal() {
     assert_eq!(api.get(&t, "/v1/intents/w1").await.1["status"], "pending");
     // Finish it the way a worker's record would (journal + NOTIFY), while a GET waits.
     let waiting = api.get(&t, "/v1/intents/w1?wait=30");
-    let finisher = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut db = PgConnection::connect(&api.db_url).await.expect("db");
-        sqlx::query("UPDATE oncebox.intents SET status = 'succeeded', completed_at = now()")
-            .execute(&mut db)
-            .await
-            .expect("finish");
-        sqlx::query("SELECT pg_notify('oncebox_intent_done', '')")
-            .execute(&mut db)
-            .await
-            .expect("notify");
-    };
+    let finisher = finish_soon(&api.db_url, "w1");
     // If NOTIFY did not wake the waiter, it would answer only at its 30 s deadline.
     let (got, ()) = tokio::time::timeout(Duration::from_secs(10), async {
         tokio::join!(waiting, finisher)
@@ -854,18 +859,7 @@ async fn the_client_retries_lost_answers_under_one_key() {
         "nobody delivers: the wait ends at its timeout"
     );
     let waiting = direct.wait("c-1", Duration::from_secs(30));
-    let finisher = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut db = PgConnection::connect(&api.db_url).await.expect("db");
-        sqlx::query("UPDATE oncebox.intents SET status = 'succeeded', completed_at = now() WHERE idempotency_key = 'c-1'")
-            .execute(&mut db)
-            .await
-            .expect("finish");
-        sqlx::query("SELECT pg_notify('oncebox_intent_done', '')")
-            .execute(&mut db)
-            .await
-            .expect("notify");
-    };
+    let finisher = finish_soon(&api.db_url, "c-1");
     let (done, ()) = tokio::time::timeout(Duration::from_secs(10), async {
         tokio::join!(waiting, finisher)
     })
@@ -955,12 +949,11 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         report.contains("Tested: 10"),
         "every operation was tested:\n{tail}"
     );
-    println!(
-        "{}",
-        report
-            .lines()
-            .filter(|l| l.contains("generated"))
-            .collect::<String>()
+    // Past the harness's capture, so that CI logs show how much was tried.
+    let tried: String = report.lines().filter(|l| l.contains("generated")).collect();
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("schemathesis (seed {seed}): {}\n", tried.trim()).as_bytes(),
     );
     api.stop().await;
 }

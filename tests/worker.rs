@@ -6,6 +6,7 @@ mod common;
 use common::url_for;
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -1711,7 +1712,6 @@ async fn probe(addr: &str, path: &str) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
     const N: usize = 20_000;
-    const CONCURRENCY: usize = 32;
     let rx = Receiver::start(ReceiverConfig {
         honours_keys: true,
         ..ReceiverConfig::default()
@@ -1773,8 +1773,10 @@ async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
     let (t1, n1) = (Instant::now(), done());
     wait_for(n1 + 6_000, Duration::from_secs(120)).await;
     let four_workers = (done() - n1) as f64 / t1.elapsed().as_secs_f64();
-    println!(
-        "drain rate: 1 worker {one_worker:.0}/s, 4 workers {four_workers:.0}/s, ratio {:.2}",
+    // Straight to stderr, past the test harness's capture: CI logs show the figures.
+    let _ = writeln!(
+        std::io::stderr(),
+        "scaling: drain rate 1 worker {one_worker:.0}/s, 4 workers {four_workers:.0}/s, ratio {:.2}",
         four_workers / one_worker
     );
 
@@ -1808,6 +1810,12 @@ async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
     assert!(done() < N, "still draining when the last worker is killed");
     first.kill().expect("SIGKILL");
     exited(&mut first).await;
+    // What it held when it died: in flight, or answered but not yet recorded.
+    let held_by_killed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = 'scale-w1'")
+            .fetch_one(&env.pool)
+            .await
+            .expect("held");
     let replacement = spawn("scale-w5", &free_addr());
     env.wait_until(
         Duration::from_secs(240),
@@ -1836,14 +1844,17 @@ async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
         wrong.is_empty(),
         "keys without exactly one effect: {wrong:?}"
     );
-    // Only what the SIGKILLed worker had in flight can have been sent twice (and was answered
-    // from the receiver's key store, not executed again).
+    // Only what the SIGKILLed worker held can have been sent twice (and was answered from the
+    // receiver's key store, not executed again): nothing of the gracefully stopped ones.
     let resent = rx.seen().len() - N;
     assert!(
-        resent <= CONCURRENCY,
-        "{resent} requests re-sent; at most the killed worker's {CONCURRENCY} in flight may be"
+        resent as i64 <= held_by_killed,
+        "{resent} requests re-sent; at most the {held_by_killed} rows the killed worker held may be"
     );
-    println!("scaling: {N} intents, {resent} re-sent after the SIGKILL, 0 duplicates");
+    let _ = writeln!(
+        std::io::stderr(),
+        "scaling: {N} intents, {resent} re-sent of the {held_by_killed} the SIGKILLed worker held, 0 duplicates"
+    );
     env.drop_db().await;
 }
 

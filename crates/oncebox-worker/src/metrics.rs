@@ -80,8 +80,10 @@ pub struct Metrics {
 pub struct Probes {
     /// A loop that has not turned for this long is stuck, and `/healthz` answers 503.
     pub stuck_after: std::time::Duration,
-    /// `/readyz` answers 200 only when `SELECT 1` on this pool succeeds within 2 s.
-    pub pool: Option<sqlx::PgPool>,
+    /// `/readyz` answers 200 only when a new connection with these options answers `SELECT 1`
+    /// within 2 s. A connection of its own, not one of the pool's: a query abandoned at the
+    /// timeout must not leave a pooled connection in an unknown state.
+    pub database: Option<sqlx::postgres::PgConnectOptions>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -242,10 +244,10 @@ impl Metrics {
                                 Err(why) => ("503 Service Unavailable", format!("stuck: {why}\n")),
                             }
                         }
-                        "/readyz" if get => match &probes.pool {
-                            Some(pool) => match tokio::time::timeout(
+                        "/readyz" if get => match &probes.database {
+                            Some(options) => match tokio::time::timeout(
                                 std::time::Duration::from_secs(2),
-                                sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool),
+                                ready(options),
                             )
                             .await
                             {
@@ -280,6 +282,17 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Opens a connection, asks `SELECT 1` and closes it.
+async fn ready(options: &sqlx::postgres::PgConnectOptions) -> Result<i32, sqlx::Error> {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect_with(options).await?;
+    let one = sqlx::query_scalar::<_, i32>("SELECT 1")
+        .fetch_one(&mut conn)
+        .await?;
+    let _ = conn.close().await;
+    Ok(one)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         // leases without a turn means it is stuck.
         let probes = oncebox_worker::Probes {
             stuck_after: args.lease * 3 + args.poll_interval,
-            pool: Some(pool.clone()),
+            database: Some((*pool.connect_options()).clone()),
         };
         let bound = metrics
             .clone()
