@@ -957,3 +957,47 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     );
     api.stop().await;
 }
+
+#[tokio::test]
+async fn a_revoked_token_is_refused_once_the_cache_expires() {
+    let api = Api::start("revoke").await;
+    let t = api.token("tenant-a");
+    // A 404 for an unknown key means the token was accepted (and is now cached).
+    problem(&api.get(&t, "/v1/intents/none").await, 404, "key");
+    let revoke = |token: &str| {
+        Command::new(BIN)
+            .args(["ops", "token", "revoke", token])
+            .env("DATABASE_URL", &api.db_url)
+            .output()
+            .expect("revoke")
+    };
+    let first = revoke(&t);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(
+        revoke(&t).status.code(),
+        Some(4),
+        "already revoked: no live token"
+    );
+    assert_eq!(revoke("obx_unknown").status.code(), Some(4));
+    let revoked = std::time::Instant::now();
+    loop {
+        let (status, _, _) = api.get(&t, "/v1/intents/none").await;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            revoked.elapsed() < oncebox_api::TOKEN_CACHE_TTL + Duration::from_secs(3),
+            "a revoked token is still accepted {:?} after revocation",
+            revoked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Another token of the tenant is unaffected.
+    let other = api.token("tenant-a");
+    problem(&api.get(&other, "/v1/intents/none").await, 404, "key");
+    api.stop().await;
+}

@@ -172,6 +172,7 @@ fn help_is_there_for_every_subcommand() {
         &["serve"],
         &["receiver"],
         &["ops", "token", "create"],
+        &["ops", "token", "revoke"],
     ] {
         let o = Command::new(BIN)
             .args(sub)

@@ -59,6 +59,22 @@ pub async fn create_token(
     Ok(token)
 }
 
+/// Revokes `token`: from now on the database refuses it (an API process that checked it in
+/// the last few seconds may still accept it until its cache expires). Returns whether a token
+/// that was not yet revoked was found.
+///
+/// # Errors
+/// The database's error.
+pub async fn revoke_token(conn: &mut PgConnection, token: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE oncebox.api_tokens SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL",
+    )
+    .bind(digest(token))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// The caller a token belongs to; `None` for unknown or revoked tokens.
 ///
 /// # Errors

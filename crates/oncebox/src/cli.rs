@@ -170,6 +170,11 @@ pub(crate) enum TokenCommand {
     /// Create a bearer token for a tenant; it is printed once and stored only as a hash.
     #[command(after_help = EXIT_CODES)]
     Create(TokenCreateArgs),
+    /// Revoke a token: the database refuses it at once; an API process that accepted it in the
+    /// last 5 s may go on accepting it for up to 5 s more (its cache). Exit 4 if no live token
+    /// matches.
+    #[command(after_help = EXIT_CODES)]
+    Revoke(TokenRevokeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +190,14 @@ pub(crate) struct TokenCreateArgs {
     /// A note to recognise the token by.
     #[arg(long)]
     pub(crate) label: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TokenRevokeArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The token (obx_…), or - to read it from stdin (keeps it out of the shell history).
+    pub(crate) token: String,
 }
 
 #[derive(Debug, Args)]

@@ -135,6 +135,29 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
                 );
             }
         }
+        OpsCommand::Token(crate::cli::TokenCommand::Revoke(a)) => {
+            let token = if a.token == "-" {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .map_err(|e| CliError::usage("token", format!("cannot read stdin: {e}")))?;
+                line.trim().to_owned()
+            } else {
+                a.token.trim().to_owned()
+            };
+            if token.is_empty() {
+                return Err(CliError::usage("token", "the token is empty"));
+            }
+            let pool = connect(&a.db, 1).await?;
+            if !oncebox_store::tokens::revoke_token(&mut *pool.acquire().await?, &token).await? {
+                return Err(CliError::NotFound("no live token matches".into()));
+            }
+            if json_out {
+                println!("{}", json!({"revoked": true}));
+            } else {
+                eprintln!("revoked");
+            }
+        }
         OpsCommand::Token(crate::cli::TokenCommand::Create(a)) => {
             oncebox_core::key::validate_token(&a.tenant, 128)
                 .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
