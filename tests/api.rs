@@ -2,7 +2,6 @@
 //! loopback. Every error must be problem+json and never a 5xx.
 
 mod common;
-use common::url_for;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -35,19 +34,7 @@ impl Api {
     async fn start(test: &str) -> Api {
         oncebox_delivery::install_crypto_provider();
         let name = format!("oncebox_api_{test}_{}", std::process::id());
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin");
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut admin)
-                .await
-                .expect("db");
-        }
-        let db_url = url_for(&name);
+        let db_url = common::create_db(&name).await;
         let config = std::env::temp_dir().join(format!("{name}.toml"));
         std::fs::write(&config, CONFIG).expect("config");
         let run = |args: &[&str]| {
@@ -58,20 +45,11 @@ impl Api {
                 .expect("oncebox")
         };
         assert!(run(&["migrate"]).status.success());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("port")
-            .local_addr()
-            .expect("addr")
-            .port();
+        let addr = common::free_addr();
         let server = Command::new(BIN)
             .args(["serve", "--config"])
             .arg(&config)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--body-limit",
-                "4096",
-            ])
+            .args(["--listen", &addr, "--body-limit", "4096"])
             .env("DATABASE_URL", &db_url)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -80,7 +58,7 @@ impl Api {
         let api = Api {
             name,
             db_url,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}"),
             server,
             client: reqwest::Client::new(),
         };
@@ -155,15 +133,7 @@ impl Api {
             .args(["-TERM", &self.server.id().to_string()])
             .status();
         let _ = self.server.wait();
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut admin)
-        .await;
+        common::drop_db(&self.name).await;
     }
 }
 
@@ -868,10 +838,7 @@ async fn the_client_retries_lost_answers_under_one_key() {
     assert_eq!(done.expect("wait").status, Status::Succeeded);
 
     // No server at all: the transport error after every try, saying how many.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr");
+    let closed = common::free_addr();
     let nobody = Client::new(&format!("http://{closed}"), &t)
         .expect("client")
         .with_retry(oncebox_client::RetryConfig {
@@ -885,21 +852,6 @@ async fn the_client_retries_lost_answers_under_one_key() {
     api.stop().await;
 }
 
-/// The pinned Python tools' directory (scripts/pytools.sh, run by scripts/test.sh).
-fn pytools() -> std::path::PathBuf {
-    let dir = std::env::var_os("ONCEBOX_PYTOOLS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pytools/bin")
-        });
-    assert!(
-        dir.join("schemathesis").exists(),
-        "schemathesis is missing at {}: run scripts/test.sh, or scripts/pytools.sh once",
-        dir.display()
-    );
-    dir
-}
-
 /// schemathesis, driven by the served /openapi.json, with an ops token so that every operation
 /// is reachable: examples, coverage (boundary and negative values), fuzzing and stateful runs
 /// (submit, then read, cancel, retry, resolve what was submitted). Any 5xx, any answer outside
@@ -910,7 +862,7 @@ fn pytools() -> std::path::PathBuf {
 /// can state. The seed is fixed so that a finding reproduces; ONCEBOX_FUZZ_SEED picks another.
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
-    let st = pytools().join("schemathesis");
+    let st = common::pytools().join("schemathesis");
     let api = Api::start("fuzz").await;
     let token = api.token_with_role("tenant-a", "ops");
     let seed = std::env::var("ONCEBOX_FUZZ_SEED").unwrap_or_else(|_| "20261130".into());

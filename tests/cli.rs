@@ -24,26 +24,10 @@ struct TestDb {
 impl TestDb {
     async fn new(test: &str) -> TestDb {
         let name = format!("oncebox_e2e_{test}_{}", std::process::id());
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin connection");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut admin)
-        .await
-        .expect("drop");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create");
+        let url = common::create_db(&name).await;
         let dir = std::env::temp_dir().join(&name);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        TestDb {
-            url: url_for(&name),
-            name,
-            dir,
-        }
+        TestDb { url, name, dir }
     }
 
     fn write(&self, file: &str, text: &str) -> PathBuf {
@@ -83,16 +67,7 @@ impl TestDb {
     }
 
     async fn drop_db(self) {
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin connection");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut admin)
-        .await
-        .expect("drop");
+        common::drop_db(&self.name).await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -680,12 +655,7 @@ async fn the_reference_receiver_runs_as_a_server_and_counts_effects_per_key() {
     assert_eq!(code(&bad), 2);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--drop-rate"));
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = common::free_addr();
     let server = Command::new(BIN)
         .args(["receiver", "--honours-keys", "--listen", &addr])
         .stderr(Stdio::piped())

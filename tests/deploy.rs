@@ -4,8 +4,11 @@
 //! unit passes to `oncebox` is one the binary accepts. Grace periods outlast the worker's
 //! `--grace`, so a scaled-down worker releases its leases before it is killed.
 //!
-//! The Python tools come from `scripts/pytools.sh` (run by `scripts/test.sh`), found through
-//! `ONCEBOX_PYTOOLS` or at `target/pytools/bin`.
+//! The Python tools come from `scripts/pytools.sh` (run by `scripts/test.sh`): see
+//! `common::pytools`.
+
+mod common;
+use common::pytools;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,19 +20,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The directory of the pinned Python tools; fails the test, saying how to get them.
-fn pytools() -> PathBuf {
-    let dir = std::env::var_os("ONCEBOX_PYTOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/pytools/bin"));
-    assert!(
-        dir.join("python").exists(),
-        "the Python test tools are missing at {}: run scripts/test.sh, or scripts/pytools.sh once",
-        dir.display()
-    );
-    dir
 }
 
 fn run(cmd: &mut Command) -> (bool, String) {

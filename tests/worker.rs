@@ -3,7 +3,7 @@
 //! receiver.
 
 mod common;
-use common::url_for;
+use common::free_addr;
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -16,7 +16,7 @@ use oncebox_core::config::Config;
 use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use serde_json::{Value, json};
-use sqlx::{Connection, PgConnection, PgPool, Row};
+use sqlx::{PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
@@ -33,19 +33,7 @@ struct Env {
 impl Env {
     async fn new(test: &str, config: &str) -> Env {
         let name = format!("oncebox_w_{test}_{}", std::process::id());
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin");
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut admin)
-                .await
-                .expect("create db");
-        }
-        let url = url_for(&name);
+        let url = common::create_db(&name).await;
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(8)
             .connect(&url)
@@ -144,15 +132,7 @@ impl Env {
 
     async fn drop_db(self) {
         self.pool.close().await;
-        let mut admin = PgConnection::connect(&url_for("postgres"))
-            .await
-            .expect("admin");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut admin)
-        .await;
+        common::drop_db(&self.name).await;
         let _ = std::fs::remove_file(&self.config);
     }
 }
@@ -450,12 +430,7 @@ async fn retry_after_deadline_and_exhausted_attempts() {
         json!({"faults": ["400"]}),
     ))
     .await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let metrics_addr = format!("127.0.0.1:{port}");
+    let metrics_addr = common::free_addr();
     let worker = env.worker_with("w", &[], "5s", &["--metrics-addr", &metrics_addr]);
     env.wait_until(Duration::from_secs(30), "all terminal", || async {
         let open: i64 =
@@ -1674,15 +1649,6 @@ async fn rabbitmq_definitions_load_and_match_what_workers_declare() {
     oncebox_worker::connect_dead_letters(&amqp_url(), "oncebox.dead-letter")
         .await
         .expect("equivalent declaration");
-}
-
-/// A free loopback address for a worker's --metrics-addr.
-fn free_addr() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .to_string()
 }
 
 /// GET `path` from a worker's probe server: (status code, body).

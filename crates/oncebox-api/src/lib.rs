@@ -142,6 +142,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(Arc::new(state))
 }
 
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem> {
     let token = headers
         .get(header::AUTHORIZATION)
@@ -151,19 +155,10 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem
             Problem::new(StatusCode::UNAUTHORIZED, "missing bearer token").field("authorization")
         })?;
     let token = token.trim();
-    let cached = |now| {
-        let tokens = state
-            .tokens
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        tokens
-            .get(token)
-            .filter(|(_, at): &&(Caller, tokio::time::Instant)| now - *at < TOKEN_CACHE_TTL)
-            .map(|(c, _)| c.clone())
-    };
     let now = tokio::time::Instant::now();
-    if let Some(who) = cached(now) {
-        return Ok(who);
+    let fresh = |at: &tokio::time::Instant| now - *at < TOKEN_CACHE_TTL;
+    if let Some((who, _)) = lock(&state.tokens).get(token).filter(|(_, at)| fresh(at)) {
+        return Ok(who.clone());
     }
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
     let who = authenticate(&mut conn, token)
@@ -173,12 +168,9 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem
             Problem::new(StatusCode::UNAUTHORIZED, "unknown or revoked token")
                 .field("authorization")
         })?;
-    let mut tokens = state
-        .tokens
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut tokens = lock(&state.tokens);
     if tokens.len() >= 10_000 {
-        tokens.retain(|_, (_, at)| now - *at < TOKEN_CACHE_TTL);
+        tokens.retain(|_, (_, at)| fresh(at));
     }
     tokens.insert(token.to_owned(), (who.clone(), now));
     Ok(who)
@@ -677,11 +669,7 @@ async fn count_request(
         .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
     let response = next.run(req).await;
     let status = response.status().as_u16();
-    *counts
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry((method, route, status))
-        .or_insert(0) += 1;
+    *lock(&counts).entry((method, route, status)).or_insert(0) += 1;
     response
 }
 
@@ -690,12 +678,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut out = String::from(
         "# HELP oncebox_api_requests_total Requests answered, by method, route and status.\n# TYPE oncebox_api_requests_total counter\n",
     );
-    for ((method, route, status), n) in state
-        .requests
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-    {
+    for ((method, route, status), n) in lock(&state.requests).iter() {
         let _ = writeln!(
             out,
             "oncebox_api_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {n}"

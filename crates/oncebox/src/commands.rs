@@ -147,3 +147,23 @@ pub(crate) async fn show(args: ShowArgs, json: bool) -> CliResult {
     output::intent(&intent, json);
     Ok(())
 }
+
+/// Resolves on SIGTERM or SIGINT (on Ctrl-C alone when those handlers cannot be installed):
+/// how `serve`, `worker` and `receiver` learn to stop.
+pub(crate) async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -70,15 +70,7 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         })?;
     tracing::info!(addr = %args.listen, "serving the API");
     axum::serve(listener, oncebox_api::router(state))
-        .with_graceful_shutdown(async {
-            use tokio::signal::unix::{SignalKind, signal};
-            if let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) {
-                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-            }
-        })
+        .with_graceful_shutdown(commands::wait_for_signal())
         .await
         .context("the API server failed")?;
     Ok(())
@@ -105,13 +97,7 @@ async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {
             exit::CliError::usage("listen", format!("cannot listen on {}: {e}", args.listen))
         })?;
     eprintln!("receiver at {}", rx.url());
-    use tokio::signal::unix::{SignalKind, signal};
-    if let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-    }
+    commands::wait_for_signal().await;
     eprintln!("{} effects", rx.total_effects());
     Ok(())
 }

@@ -54,7 +54,7 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     }
     let stop = cancel.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        crate::commands::wait_for_signal().await;
         tracing::info!("signal received: stopping");
         stop.cancel();
     });
@@ -76,22 +76,4 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
             oncebox_worker::WorkerError::Settings(m) => CliError::usage("lease", m),
             other => CliError::Other(other.into()),
         })
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
