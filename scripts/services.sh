@@ -16,6 +16,7 @@ command -v rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get"
   as_root apt-get update -qq

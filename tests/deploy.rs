@@ -5,10 +5,10 @@
 //! `--grace`, so a scaled-down worker releases its leases before it is killed.
 //!
 //! The Python tools come from `scripts/pytools.sh` (run by `scripts/test.sh`): see
-//! `common::pytools`.
+//! `support::pytools`.
 
-mod common;
-use common::pytools;
+mod support;
+use support::pytools;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -68,7 +68,7 @@ fn flag_value(args: &[String], flag: &str) -> Option<String> {
 }
 
 fn seconds(text: &str) -> u64 {
-    oncebox_core::config::parse_duration(text)
+    oncebox_core::duration::parse_duration(text)
         .unwrap_or_else(|e| panic!("{text}: {e}"))
         .as_secs()
 }
@@ -145,19 +145,24 @@ fn kubernetes_manifests_validate_against_the_kubernetes_schemas() {
         .filter(|n| n != "secret.example.yaml")
         .collect();
     assert_eq!(listed, present, "kustomization.yaml resources");
-    // With kubectl at hand, the rendered kustomization validates too.
-    if let Ok(out) = Command::new("kubectl").arg("kustomize").arg(&dir).output()
-        && out.status.success()
-    {
-        let rendered =
-            std::env::temp_dir().join(format!("oncebox-k8s-{}.yaml", std::process::id()));
-        std::fs::write(&rendered, &out.stdout).expect("rendered");
-        let (ok, text) = run(Command::new(pytools().join("kubernetes-validate"))
-            .args(["--strict"])
-            .arg(&rendered));
-        let _ = std::fs::remove_file(&rendered);
-        assert!(ok, "kubectl kustomize output:\n{text}");
-    }
+    // The rendered kustomization validates too (kubectl is one of the pinned test tools).
+    let out = Command::new(pytools().join("kubectl"))
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("kubectl from the pinned test tools (scripts/pytools.sh)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = std::env::temp_dir().join(format!("oncebox-k8s-{}.yaml", std::process::id()));
+    std::fs::write(&rendered, &out.stdout).expect("rendered");
+    let (ok, text) = run(Command::new(pytools().join("kubernetes-validate"))
+        .args(["--strict"])
+        .arg(&rendered));
+    let _ = std::fs::remove_file(&rendered);
+    assert!(ok, "kubectl kustomize output:\n{text}");
 
     let mut docs = Vec::new();
     for m in &manifests {
@@ -303,18 +308,16 @@ fn systemd_units_verify_and_outlast_the_worker_grace() {
         )
         .expect("copy");
     }
-    if let Ok(out) = Command::new("systemd-analyze").arg("--version").output()
-        && out.status.success()
-    {
-        let mut cmd = Command::new("systemd-analyze");
-        cmd.args(["verify", "--man=no"]);
-        for unit in &units {
-            cmd.arg(scratch.join(unit.file_name().expect("name")));
-        }
-        let (ok, text) = run(&mut cmd);
-        // Unknown keys are only warnings to systemd: any output is a finding here.
-        let findings: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert!(ok && findings.is_empty(), "systemd-analyze verify:\n{text}");
+    // systemd-analyze is required, not skipped: scripts/services.sh installs Debian's systemd
+    // package when it is missing.
+    let mut cmd = Command::new("systemd-analyze");
+    cmd.args(["verify", "--man=no"]);
+    for unit in &units {
+        cmd.arg(scratch.join(unit.file_name().expect("name")));
     }
+    let (ok, text) = run(&mut cmd);
+    // Unknown keys are only warnings to systemd: any output is a finding here.
+    let findings: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(ok && findings.is_empty(), "systemd-analyze verify:\n{text}");
     let _ = std::fs::remove_dir_all(&scratch);
 }

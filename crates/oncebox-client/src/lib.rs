@@ -1,4 +1,4 @@
-//! A typed client for oncebox's HTTP API (DESIGN §6), and the in-transaction submit for
+//! A typed client for oncebox's HTTP API (docs/architecture.md, "Interfaces"), and the in-transaction submit for
 //! orchestrators that share oncebox's database.
 //!
 //! - [`Client`] talks to `oncebox serve`: [`Client::submit`] retries transport failures, 5xx and

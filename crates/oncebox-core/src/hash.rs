@@ -335,9 +335,87 @@ mod tests {
         }
     }
 
+    /// `value` serialised with every object's members in an order drawn from `seed`: a
+    /// `serde_json::Value` always iterates its members sorted, so this is how a permutation
+    /// reaches the canonicaliser at all.
+    struct Permuted<'a>(&'a Value, u64);
+
+    impl serde::Serialize for Permuted<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            let mut seed = self.1;
+            let mut next = move || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            match self.0 {
+                Value::Object(map) => {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    for i in (1..entries.len()).rev() {
+                        entries.swap(i, (next() % (i as u64 + 1)) as usize);
+                    }
+                    let mut m = s.serialize_map(Some(entries.len()))?;
+                    for (k, v) in entries {
+                        m.serialize_entry(k, &Permuted(v, next()))?;
+                    }
+                    m.end()
+                }
+                Value::Array(items) => {
+                    let mut q = s.serialize_seq(Some(items.len()))?;
+                    for v in items {
+                        q.serialize_element(&Permuted(v, next()))?;
+                    }
+                    q.end()
+                }
+                other => other.serialize(s),
+            }
+        }
+    }
+
+    /// The request hash computed from a permuted serialisation of the arguments.
+    fn permuted_hash(action: &str, arguments: &Value, seed: u64) -> String {
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            action: &'a str,
+            arguments: Permuted<'a>,
+        }
+        let text = serde_json_canonicalizer::to_string(&Doc {
+            action,
+            arguments: Permuted(arguments, seed),
+        })
+        .expect("canonical");
+        hex::encode(Sha256::digest(text.as_bytes()))
+    }
+
+    #[test]
+    fn a_permutation_really_is_one_and_still_hashes_the_same() {
+        let v = json!({"a": 1, "b": {"x": [1, {"q": 2, "p": 3}], "w": null}, "c": "z", "d": true});
+        let sorted = serde_json::to_string(&v).expect("json");
+        let permuted = (1..50u64)
+            .map(|seed| {
+                (
+                    seed,
+                    serde_json::to_string(&Permuted(&v, seed)).expect("json"),
+                )
+            })
+            .find(|(_, text)| *text != sorted)
+            .expect("some seed permutes the members");
+        assert_eq!(
+            permuted_hash("act", &v, permuted.0),
+            request_hash("act", &v),
+            "{} hashes as {sorted}",
+            permuted.1
+        );
+    }
+
     proptest! {
         #[test]
         fn permuted_keys_and_whitespace_hash_the_same(v in arb_json(), seed in 1u64..) {
+            // Members in another order: the canonical form sorts them.
+            prop_assert_eq!(permuted_hash("act", &v, seed), request_hash("act", &v));
+            // Other whitespace and member order in the text, read back.
             let mut seed = seed;
             let mut text = String::new();
             scramble(&v, &mut seed, &mut text);

@@ -35,7 +35,7 @@ pub enum KeyError {
 }
 
 /// Checks that `key` is 1–255 printable ASCII characters with no whitespace or control
-/// characters, as DESIGN §2 requires of an idempotency key.
+/// characters, as docs/architecture.md ("Vocabulary") defines an idempotency key.
 ///
 /// # Errors
 /// [`KeyError`] saying what is wrong and where.

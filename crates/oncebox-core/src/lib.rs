@@ -11,9 +11,11 @@
 //! - [`outcome`]: the closed set of delivery outcomes.
 //! - [`redact`]: redaction rules applied before anything is stored.
 //! - [`intent`]: the validated shape of a new intent.
-//! - [`config`]: the operator's TOML configuration (actions, redaction).
+//! - [`config`]: the operator's TOML configuration (actions, destinations, redaction).
+//! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 
 pub mod config;
+pub mod duration;
 pub mod hash;
 pub mod intent;
 pub mod key;
@@ -25,6 +27,6 @@ pub mod status;
 pub use hash::{canonical_json, request_hash};
 pub use intent::{InvalidIntent, NewIntent};
 pub use key::{business_key, step_key, validate_key};
-pub use outcome::DeliveryOutcome;
+pub use outcome::{AttemptError, AttemptKind, DeliveryOutcome, ErrorCode};
 pub use retry::RetryPolicy;
 pub use status::Status;

@@ -1,5 +1,5 @@
 //! Redaction: fields that must not be kept are dropped or replaced by their hash before the
-//! intent is written to the journal, logs or dead-letter messages (DESIGN §8).
+//! intent is written to the journal, logs or dead-letter messages (docs/architecture.md, "Guarantees").
 //!
 //! Rules are JSON pointers (RFC 6901) into the intent's `arguments`, configured per action.
 //! A pointer that matches nothing is not an error: optional fields are common.

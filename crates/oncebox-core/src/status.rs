@@ -1,7 +1,11 @@
-//! Journal statuses and the only allowed transitions between them (DESIGN §4).
+//! Journal statuses and the only allowed transitions between them (docs/architecture.md,
+//! "The life of an intent").
 //!
-//! [`TRANSITIONS`] is the single table every writer consults; the database enforces the status
-//! set with a CHECK constraint whose list must equal [`Status::ALL`].
+//! [`TRANSITIONS`] is the single table every writer consults, operators included. The database
+//! stores a status as the enum type `oncebox.intent_status`, whose labels equal [`Status::ALL`],
+//! and decides the terminal, settled and dead-letter sets with the SQL functions
+//! `oncebox.is_terminal`, `oncebox.is_settled` and `oncebox.is_dead_letter`, which a test holds
+//! equal to [`Status::is_terminal`], [`Status::is_settled`] and [`Status::is_dead_letter`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,6 +15,11 @@ use std::str::FromStr;
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "sqlx",
+    derive(sqlx::Type),
+    sqlx(type_name = "oncebox.intent_status", rename_all = "snake_case")
+)]
 pub enum Status {
     /// Accepted and waiting for a worker.
     Pending,
@@ -34,7 +43,7 @@ pub enum Status {
 
 use Status::*;
 
-/// Every allowed `(from, to)` transition, one row per source status (DESIGN §4).
+/// Every allowed `(from, to)` transition, one row per source status.
 pub const TRANSITIONS: &[(Status, &[Status])] = &[
     (Pending, &[InFlight, Cancelled, Expired]),
     (InFlight, &[Succeeded, Failed, Pending, Unknown, Expired]),
@@ -58,7 +67,7 @@ pub struct IllegalTransition {
 }
 
 impl Status {
-    /// Every status, in the order of DESIGN §4.
+    /// Every status, in the order of the transition table.
     pub const ALL: [Status; 9] = [
         Pending,
         InFlight,
@@ -86,9 +95,26 @@ impl Status {
         }
     }
 
-    /// True for statuses that never change again.
+    /// True for statuses that never change again: succeeded, failed, cancelled, expired.
     pub fn is_terminal(self) -> bool {
         self.allowed_next().is_empty()
+    }
+
+    /// True when automation has nothing more to do: a terminal status, or `needs_review`
+    /// (waiting for a person). A waiter (`GET …?wait=`, the client's `wait`) returns here.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self == NeedsReview
+    }
+
+    /// True for the statuses that are dead-lettered on entry — failed, expired, needs_review —
+    /// each with its own dead-letter queue named after it.
+    pub fn is_dead_letter(self) -> bool {
+        matches!(self, Failed | Expired | NeedsReview)
+    }
+
+    /// The statuses that are dead-lettered, in the order of [`Status::ALL`].
+    pub fn dead_letter_reasons() -> impl Iterator<Item = Status> {
+        Status::ALL.into_iter().filter(|s| s.is_dead_letter())
     }
 
     /// The statuses this one may move to.
@@ -140,7 +166,8 @@ impl FromStr for Status {
 mod tests {
     use super::*;
 
-    /// DESIGN §4's table, written out independently of [`TRANSITIONS`] as (from, to) names.
+    /// The documented transition table, written out independently of [`TRANSITIONS`] as
+    /// (from, to) names.
     const EXPECTED: &[(&str, &str)] = &[
         ("pending", "in_flight"),
         ("pending", "cancelled"),
@@ -171,7 +198,7 @@ mod tests {
                 assert_eq!(
                     from.transition(to).is_ok(),
                     listed,
-                    "{from} -> {to}: table and DESIGN §4 disagree"
+                    "{from} -> {to}: table and documentation disagree"
                 );
                 allowed += usize::from(listed);
             }
@@ -184,6 +211,17 @@ mod tests {
                 to: Succeeded
             })
         );
+    }
+
+    #[test]
+    fn settled_and_dead_letter_sets() {
+        let settled: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_settled()).collect();
+        assert_eq!(
+            settled,
+            [NeedsReview, Succeeded, Failed, Cancelled, Expired]
+        );
+        let dead: Vec<_> = Status::dead_letter_reasons().collect();
+        assert_eq!(dead, [NeedsReview, Failed, Expired]);
     }
 
     #[test]

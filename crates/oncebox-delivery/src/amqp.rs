@@ -8,9 +8,9 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 use oncebox_core::DeliveryOutcome;
-use oncebox_core::config::Destination;
+use oncebox_core::config::AmqpConfig;
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -45,7 +45,7 @@ impl AmqpDestination {
     /// [`BuildError`] when no broker URL is known.
     pub fn new(
         name: &str,
-        dest: &Destination,
+        dest: &AmqpConfig,
         default_url: Option<&str>,
     ) -> Result<AmqpDestination, BuildError> {
         let url = dest
@@ -59,11 +59,11 @@ impl AmqpDestination {
         Ok(AmqpDestination {
             name: name.to_owned(),
             url,
-            exchange: dest.exchange.clone().unwrap_or_default(),
-            routing_key: dest.routing_key.clone().unwrap_or_default(),
+            exchange: dest.exchange.clone(),
+            routing_key: dest.routing_key.clone(),
             mandatory: dest.mandatory,
-            timeout: dest.timeout,
-            unconfirmed: Arc::new(Semaphore::new(dest.max_unconfirmed)),
+            timeout: dest.timeout.get(),
+            unconfirmed: Arc::new(Semaphore::new(dest.max_unconfirmed.get())),
             link: Arc::new(Mutex::new(None)),
         })
     }
@@ -117,32 +117,15 @@ impl AmqpDestination {
     pub async fn deliver(&self, req: &DeliveryRequest<'_>, budget: Duration) -> DeliveryOutcome {
         let limit = budget.min(self.timeout);
         let Ok(_slot) = self.unconfirmed.acquire().await else {
-            return DeliveryOutcome::RetryBeforeExecution {
-                error: err(ErrorCode::ConnectRefused, "adapter closed".into()),
-                retry_after: None,
-            };
+            return not_sent("adapter closed".into());
         };
         let channel = match tokio::time::timeout(limit, self.channel()).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 self.forget().await;
-                return DeliveryOutcome::RetryBeforeExecution {
-                    error: err(
-                        ErrorCode::ConnectRefused,
-                        format!("connecting to the broker: {e}"),
-                    ),
-                    retry_after: None,
-                };
+                return not_sent(format!("connecting to the broker: {e}"));
             }
-            Err(_) => {
-                return DeliveryOutcome::RetryBeforeExecution {
-                    error: err(
-                        ErrorCode::ConnectRefused,
-                        format!("no broker connection within {limit:?}"),
-                    ),
-                    retry_after: None,
-                };
-            }
+            Err(_) => return not_sent(format!("no broker connection within {limit:?}")),
         };
         let body = match serde_json::to_vec(req.arguments) {
             Ok(b) => b,
@@ -152,24 +135,6 @@ impl AmqpDestination {
                 };
             }
         };
-        let mut headers = FieldTable::default();
-        for (k, v) in [
-            ("Idempotency-Key", req.idempotency_key.to_owned()),
-            ("X-Oncebox-Tenant", req.tenant_id.to_owned()),
-            ("X-Oncebox-Action", req.action.to_owned()),
-            ("X-Oncebox-Request-Hash", req.request_hash.to_owned()),
-            ("X-Oncebox-Attempt", req.attempt.to_string()),
-        ] {
-            headers.insert(
-                ShortString::from(k),
-                AMQPValue::LongString(LongString::from(v)),
-            );
-        }
-        let properties = BasicProperties::default()
-            .with_message_id(req.idempotency_key.into())
-            .with_content_type("application/json".into())
-            .with_delivery_mode(2)
-            .with_headers(headers);
         let published = channel
             .basic_publish(
                 self.exchange.as_str().into(),
@@ -179,7 +144,7 @@ impl AmqpDestination {
                     ..BasicPublishOptions::default()
                 },
                 &body,
-                properties,
+                properties(req),
             )
             .await;
         let pending = match published {
@@ -211,29 +176,68 @@ impl AmqpDestination {
                     ),
                 }
             }
-            Ok(Ok(confirm)) if confirm.is_ack() => match confirm.take_message() {
-                None => DeliveryOutcome::Succeeded {
-                    status_code: None,
-                    external_reference: Some(req.idempotency_key.to_owned()),
-                    response: None,
-                },
-                Some(returned) => DeliveryOutcome::Permanent {
-                    error: err(
-                        ErrorCode::Unroutable,
-                        format!(
-                            "unroutable: exchange {:?} has no queue for routing key {:?} ({})",
-                            self.exchange, self.routing_key, returned.reply_text
-                        ),
-                    ),
-                },
-            },
-            Ok(Ok(_)) => DeliveryOutcome::RetryBeforeExecution {
+            Ok(Ok(confirm)) => self.confirmed(confirm, req),
+        }
+    }
+
+    /// Classifies a publisher confirm: ack → succeeded (unless the message came back
+    /// unroutable: permanent), nack → not executed.
+    fn confirmed(&self, confirm: Confirmation, req: &DeliveryRequest<'_>) -> DeliveryOutcome {
+        if !confirm.is_ack() {
+            return DeliveryOutcome::RetryBeforeExecution {
                 error: err(
                     ErrorCode::Nacked,
                     "the broker refused the message (nack)".into(),
                 ),
                 retry_after: None,
+            };
+        }
+        match confirm.take_message() {
+            None => DeliveryOutcome::Succeeded {
+                status_code: None,
+                external_reference: Some(req.idempotency_key.to_owned()),
+                response: None,
+            },
+            Some(returned) => DeliveryOutcome::Permanent {
+                error: err(
+                    ErrorCode::Unroutable,
+                    format!(
+                        "unroutable: exchange {:?} has no queue for routing key {:?} ({})",
+                        self.exchange, self.routing_key, returned.reply_text
+                    ),
+                ),
             },
         }
     }
+}
+
+/// Not sent: retry with the same key.
+fn not_sent(detail: String) -> DeliveryOutcome {
+    DeliveryOutcome::RetryBeforeExecution {
+        error: err(ErrorCode::ConnectRefused, detail),
+        retry_after: None,
+    }
+}
+
+/// A message's properties: persistent JSON, `message_id` = the key, and the headers that name
+/// tenant, action, request hash and attempt.
+fn properties(req: &DeliveryRequest<'_>) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    for (k, v) in [
+        ("Idempotency-Key", req.idempotency_key.to_owned()),
+        ("X-Oncebox-Tenant", req.tenant_id.to_owned()),
+        ("X-Oncebox-Action", req.action.to_owned()),
+        ("X-Oncebox-Request-Hash", req.request_hash.to_owned()),
+        ("X-Oncebox-Attempt", req.attempt.to_string()),
+    ] {
+        headers.insert(
+            ShortString::from(k),
+            AMQPValue::LongString(LongString::from(v)),
+        );
+    }
+    BasicProperties::default()
+        .with_message_id(req.idempotency_key.into())
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
 }

@@ -1,4 +1,4 @@
-//! HTTP status classification (DESIGN §5 Classify), overridable per destination.
+//! HTTP status classification (docs/architecture.md, "Classify"), overridable per destination.
 
 /// What an HTTP status says about the attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use oncebox_core::DeliveryOutcome;
-use oncebox_core::config::{Destination, HttpMethod};
+use oncebox_core::config::{HttpConfig, HttpMethod};
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use oncebox_core::retry::RetryAfter;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -77,21 +77,18 @@ impl HttpDestination {
     /// ([`oncebox_core::config::Config::resolve_env`]).
     ///
     /// # Errors
-    /// [`BuildError`] naming the field (a header value that is not valid in HTTP, a missing URL).
-    pub fn new(name: &str, dest: &Destination) -> Result<HttpDestination, BuildError> {
+    /// [`BuildError`] naming the field (a header value that is not valid in HTTP).
+    pub fn new(name: &str, dest: &HttpConfig) -> Result<HttpDestination, BuildError> {
         install_crypto_provider();
         let err = |field: &str, reason: String| BuildError {
             destination: name.to_owned(),
             field: field.to_owned(),
             reason,
         };
-        let url = dest
-            .url
-            .clone()
-            .ok_or_else(|| err("url", "required".into()))?;
+        let timeout = dest.timeout.get();
         let mut headers = HeaderMap::new();
         for (k, v) in &dest.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
+            let name = HeaderName::from_bytes(k.as_str().as_bytes())
                 .map_err(|e| err(&format!("headers.{k}"), e.to_string()))?;
             let mut value = HeaderValue::from_str(v.expose()).map_err(|_| {
                 err(
@@ -104,13 +101,13 @@ impl HttpDestination {
         }
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(256)
-            .connect_timeout(dest.timeout.min(Duration::from_secs(5)))
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
             .build()
             .map_err(|e| err("kind", format!("cannot build the HTTP client: {e}")))?;
         Ok(HttpDestination {
             name: name.to_owned(),
             client,
-            url,
+            url: dest.url.as_str().to_owned(),
             method: match dest.method {
                 HttpMethod::Post => reqwest::Method::POST,
                 HttpMethod::Put => reqwest::Method::PUT,
@@ -118,12 +115,15 @@ impl HttpDestination {
             },
             headers,
             honours_keys: dest.idempotency.honours_keys(),
-            timeout: dest.timeout,
-            reference_pointer: dest.reference_pointer.clone(),
+            timeout,
+            reference_pointer: dest
+                .reference_pointer
+                .as_ref()
+                .map(|p| p.as_str().to_owned()),
             completion_event: dest.completion_event.clone(),
             overrides: StatusOverrides {
-                retry: dest.retry_statuses.clone(),
-                permanent: dest.permanent_statuses.clone(),
+                retry: statuses(&dest.retry_statuses),
+                permanent: statuses(&dest.permanent_statuses),
             },
         })
     }
@@ -169,11 +169,7 @@ impl HttpDestination {
             Ok(b) => b,
             Err(e) => {
                 return DeliveryOutcome::Permanent {
-                    error: AttemptError {
-                        code: ErrorCode::PolicyRejected,
-                        detail: format!("arguments: {e}"),
-                        status_code: None,
-                    },
+                    error: AttemptError::new(ErrorCode::PolicyRejected, format!("arguments: {e}")),
                 };
             }
         };
@@ -190,10 +186,14 @@ impl HttpDestination {
             .body(body)
             .send()
             .await;
-        let mut response = match sent {
-            Ok(r) => r,
-            Err(e) => return classify_transport_error(&e),
-        };
+        match sent {
+            Ok(response) => self.answer(response).await,
+            Err(e) => classify_transport_error(&e),
+        }
+    }
+
+    /// Classifies an answer: its status, then its body (read within bounds).
+    async fn answer(&self, mut response: reqwest::Response) -> DeliveryOutcome {
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -211,71 +211,42 @@ impl HttpDestination {
             detail,
             status_code: Some(status),
         };
-
         // Read the body (bounded) for every answer: a success needs it, errors keep a snippet.
-        let mut body = Vec::new();
-        let mut truncated = false;
-        let mut completed_event: Option<String> = None;
-        let mut sse = SseParser::default();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if is_stream
-                        && class == StatusClass::Success
-                        && let Some(target) = &self.completion_event
-                    {
-                        if let Some(data) = sse.feed(&chunk, target) {
-                            completed_event = Some(data);
-                            break;
-                        }
-                        continue;
-                    }
-                    let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                    if chunk.len() > room {
-                        truncated = true;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return match class {
-                        StatusClass::RetryBeforeExecution => {
-                            DeliveryOutcome::RetryBeforeExecution {
-                                error: error(ErrorCode::HttpStatus, format!("HTTP {status}")),
-                                retry_after,
-                            }
-                        }
-                        StatusClass::Permanent => DeliveryOutcome::Permanent {
-                            error: error(ErrorCode::HttpStatus, format!("HTTP {status}")),
-                        },
-                        _ => unknown(
-                            ErrorCode::ConnectionReset,
-                            format!("answer broke off: {e}"),
-                            Some(status),
-                        ),
-                    };
-                }
+        let watch_stream = (is_stream && class == StatusClass::Success)
+            .then_some(self.completion_event.as_deref())
+            .flatten();
+        let body = match read_body(&mut response, watch_stream).await {
+            Ok(body) => body,
+            Err(e) => {
+                let broke = format!("HTTP {status}");
+                return match class {
+                    StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
+                        error: error(ErrorCode::HttpStatus, broke),
+                        retry_after,
+                    },
+                    StatusClass::Permanent => DeliveryOutcome::Permanent {
+                        error: error(ErrorCode::HttpStatus, broke),
+                    },
+                    _ => unknown(
+                        ErrorCode::ConnectionReset,
+                        format!("answer broke off: {e}"),
+                        Some(status),
+                    ),
+                };
             }
-        }
-        let text = || String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
+        };
+        let text =
+            || String::from_utf8_lossy(&body.bytes[..body.bytes.len().min(512)]).into_owned();
         match class {
-            StatusClass::Success => {
-                if is_stream && self.completion_event.is_some() {
-                    return match completed_event {
-                        Some(data) => self.success(status, data.into_bytes(), false),
-                        None => unknown(
-                            ErrorCode::StreamIncomplete,
-                            format!(
-                                "event stream ended without its {:?} event",
-                                self.completion_event.as_deref().unwrap_or_default()
-                            ),
-                            Some(status),
-                        ),
-                    };
-                }
-                self.success(status, body, truncated)
-            }
+            StatusClass::Success => match (watch_stream, body.completed) {
+                (Some(_), Some(data)) => self.success(status, data.into_bytes(), false),
+                (Some(event), None) => unknown(
+                    ErrorCode::StreamIncomplete,
+                    format!("event stream ended without its {event:?} event"),
+                    Some(status),
+                ),
+                (None, _) => self.success(status, body.bytes, body.truncated),
+            },
             StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
                 error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
                 retry_after,
@@ -331,6 +302,51 @@ impl HttpDestination {
             response,
         }
     }
+}
+
+fn statuses(list: &Option<Vec<oncebox_core::config::HttpStatus>>) -> Option<Vec<u16>> {
+    list.as_ref().map(|l| l.iter().map(|s| s.get()).collect())
+}
+
+/// What was read of an answer's body.
+struct Body {
+    /// At most [`MAX_RESPONSE_BYTES`] of it.
+    bytes: Vec<u8>,
+    /// True when there was more.
+    truncated: bool,
+    /// For an event stream watched for its completion event: that event's data, once seen.
+    completed: Option<String>,
+}
+
+/// Reads an answer's body, keeping at most [`MAX_RESPONSE_BYTES`]; with `completion`, reads an
+/// event stream until that event (whose data is returned) or its end.
+async fn read_body(
+    response: &mut reqwest::Response,
+    completion: Option<&str>,
+) -> Result<Body, reqwest::Error> {
+    let mut body = Body {
+        bytes: Vec::new(),
+        truncated: false,
+        completed: None,
+    };
+    let mut sse = SseParser::default();
+    while let Some(chunk) = response.chunk().await? {
+        if let Some(target) = completion {
+            if let Some(data) = sse.feed(&chunk, target) {
+                body.completed = Some(data);
+                break;
+            }
+            continue;
+        }
+        let room = MAX_RESPONSE_BYTES.saturating_sub(body.bytes.len());
+        body.bytes
+            .extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if chunk.len() > room {
+            body.truncated = true;
+            break;
+        }
+    }
+    Ok(body)
 }
 
 fn unknown(code: ErrorCode, detail: String, status_code: Option<u16>) -> DeliveryOutcome {

@@ -1,6 +1,6 @@
 //! Delivery adapters: turn one attempt of an intent into one request at its destination,
 //! carrying the stable idempotency key, and classify the answer into a
-//! [`DeliveryOutcome`] — the only place where that decision is made (DESIGN §5 Classify).
+//! [`DeliveryOutcome`] — the only place where that decision is made (docs/architecture.md, "Classify").
 
 mod amqp;
 mod classify;

@@ -59,16 +59,20 @@ impl HttpLookup {
 
     /// The URL looked up for `key` and `external_reference`.
     pub fn url(&self, key: &str, external_reference: Option<&str>) -> String {
-        self.settings.url.replace("{key}", &encode(key)).replace(
-            "{external_reference}",
-            &encode(external_reference.unwrap_or_default()),
-        )
+        self.settings
+            .url
+            .as_str()
+            .replace("{key}", &encode(key))
+            .replace(
+                "{external_reference}",
+                &encode(external_reference.unwrap_or_default()),
+            )
     }
 
     /// Looks the key up. A 404 means nothing was found.
     pub async fn lookup(&self, key: &str, external_reference: Option<&str>) -> LookupResult {
         let url = self.url(key, external_reference);
-        let timeout = self.settings.timeout;
+        let timeout = self.settings.timeout.get();
         match tokio::time::timeout(timeout, self.get(&url)).await {
             Ok(r) => r,
             Err(_) => LookupResult::Failed {
@@ -83,7 +87,7 @@ impl HttpLookup {
             .client
             .get(url)
             .header("Accept", "application/json")
-            .timeout(self.settings.timeout + Duration::from_millis(100))
+            .timeout(self.settings.timeout.get() + Duration::from_millis(100))
             .send()
             .await
         {
@@ -129,7 +133,7 @@ impl HttpLookup {
                 };
             }
         };
-        match doc.pointer(&self.settings.results_pointer) {
+        match doc.pointer(self.settings.results_pointer.as_str()) {
             Some(Value::Array(items)) => LookupResult::Found(items.clone()),
             Some(Value::Null) | None => LookupResult::Found(Vec::new()),
             Some(obj @ Value::Object(_)) => LookupResult::Found(vec![obj.clone()]),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use oncebox_core::config::Config;
+use oncebox_core::config::{Config, Destination};
 use oncebox_core::outcome::ErrorCode;
 use oncebox_core::retry::RetryAfter;
 use oncebox_delivery::{DeliveryOutcome, DeliveryRequest, HttpDestination};
@@ -14,7 +14,10 @@ fn destination(url: &str, extra: &str) -> HttpDestination {
         "[destinations.r]\nkind = \"http\"\nurl = \"{url}\"\nidempotency = \"key\"\ntimeout = \"2s\"\n{extra}"
     );
     let config = Config::from_toml(&text).expect("config");
-    HttpDestination::new("r", &config.destinations["r"]).expect("destination")
+    let Destination::Http(http) = &config.destinations["r"] else {
+        panic!("an HTTP destination");
+    };
+    HttpDestination::new("r", http).expect("destination")
 }
 
 async fn send(dest: &HttpDestination, key: &str, arguments: Value) -> DeliveryOutcome {

@@ -124,14 +124,11 @@ impl Inbox {
             return Ok(Handled::Rejected);
         };
         let mut tx = self.pool.begin().await?;
-        let fresh: Option<i32> = sqlx::query_scalar(
-            "INSERT INTO oncebox_inbox.processed (consumer, message_id) VALUES ($1, $2)
-             ON CONFLICT DO NOTHING RETURNING 1",
-        )
-        .bind(&self.consumer)
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let fresh: Option<i32> = sqlx::query_scalar(include_str!("../queries/mark_processed.sql"))
+            .bind(&self.consumer)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
         if fresh.is_none() {
             tx.rollback().await?;
             delivery.ack(BasicAckOptions::default()).await?;
@@ -147,17 +144,13 @@ impl Inbox {
             }
             Err(e) => {
                 tx.rollback().await?;
-                let failures: i32 = sqlx::query_scalar(
-                    "INSERT INTO oncebox_inbox.failures (consumer, message_id, count, last_error) VALUES ($1, $2, 1, $3)
-                     ON CONFLICT (consumer, message_id) DO UPDATE
-                     SET count = oncebox_inbox.failures.count + 1, last_error = $3, updated_at = now()
-                     RETURNING count",
-                )
-                .bind(&self.consumer)
-                .bind(&id)
-                .bind(e.to_string())
-                .fetch_one(&self.pool)
-                .await?;
+                let failures: i32 =
+                    sqlx::query_scalar(include_str!("../queries/count_failure.sql"))
+                        .bind(&self.consumer)
+                        .bind(&id)
+                        .bind(e.to_string())
+                        .fetch_one(&self.pool)
+                        .await?;
                 if failures as u32 >= self.max_deliveries {
                     tracing::warn!(message_id = %id, failures, error = %e, "rejected to the dead-letter exchange");
                     delivery
@@ -245,8 +238,12 @@ impl Inbox {
             }
             // Stop consuming, then close the channel, then the connection.
             drop(consumer);
-            let _ = channel.close(200, "bye".into()).await;
-            let _ = conn.close(200, "bye".into()).await;
+            if let Err(e) = channel.close(200, "bye".into()).await {
+                tracing::debug!(error = %e, "closing the consumer's channel failed");
+            }
+            if let Err(e) = conn.close(200, "bye".into()).await {
+                tracing::debug!(error = %e, "closing the consumer's connection failed");
+            }
         }
     }
 
@@ -255,13 +252,11 @@ impl Inbox {
     /// # Errors
     /// The database's error.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, sqlx::Error> {
-        let r = sqlx::query(
-            "DELETE FROM oncebox_inbox.processed WHERE consumer = $1 AND processed_at < now() - make_interval(secs => $2)",
-        )
-        .bind(&self.consumer)
-        .bind(older_than.as_secs_f64())
-        .execute(&self.pool)
-        .await?;
+        let r = sqlx::query(include_str!("../queries/purge.sql"))
+            .bind(&self.consumer)
+            .bind(older_than.as_secs_f64())
+            .execute(&self.pool)
+            .await?;
         Ok(r.rows_affected())
     }
 }

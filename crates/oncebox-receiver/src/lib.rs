@@ -224,135 +224,167 @@ async fn serve(
         let body: Value = serde_json::from_slice(&buf[head_len..head_len + content_length])
             .unwrap_or(Value::Null);
         buf.drain(..head_len + content_length);
-        let header = |name: &str| {
-            head.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim()
-                    .eq_ignore_ascii_case(name)
-                    .then(|| v.trim().to_owned())
-            })
-        };
         if head.starts_with("GET ") {
             let target = head.split_whitespace().nth(1).unwrap_or_default();
-            let key = target
-                .split_once("key=")
-                .map(|(_, k)| percent_decode(k.split('&').next().unwrap_or_default()))
-                .unwrap_or_default();
-            let found = state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .bodies
-                .get(&key)
-                .cloned()
-                .unwrap_or_default();
-            let data: Vec<Value> = found
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut body)| {
-                    let id = if i == 0 {
-                        format!("ref-{key}")
-                    } else {
-                        format!("ref-{key}-{}", i + 1)
-                    };
-                    if let Some(obj) = body.as_object_mut() {
-                        obj.remove("faults");
-                        obj.insert("id".into(), Value::String(id));
-                    }
-                    body
-                })
-                .collect();
-            respond(&mut stream, 200, &[], &json!({"data": data}).to_string()).await?;
+            let answer = look_up(&state, target);
+            respond(&mut stream, 200, &[], &answer.to_string()).await?;
             continue;
         }
-        let key = header("Idempotency-Key").unwrap_or_default();
-        let attempt = header("X-Oncebox-Attempt").and_then(|a| a.parse().ok());
-
-        let (fault, executed, replay) = {
-            let mut st = state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let n = {
-                let c = st.requests_per_key.entry(key.clone()).or_insert(0);
-                *c += 1;
-                *c - 1
-            };
-            let scripted = body.get("faults").and_then(Value::as_array).map(|f| {
-                f.get(n)
-                    .and_then(Value::as_str)
-                    .map_or(Fault::Ok, Fault::parse)
-            });
-            let fault = match scripted {
-                Some(f) => f,
-                None if config.drop_rate > 0.0 => {
-                    st.rng ^= st.rng << 13;
-                    st.rng ^= st.rng >> 7;
-                    st.rng ^= st.rng << 17;
-                    if (st.rng % 10_000) as f64 / 10_000.0 < config.drop_rate {
-                        Fault::Drop
-                    } else {
-                        Fault::Ok
-                    }
-                }
-                None => Fault::Ok,
-            };
-            let replay = config.honours_keys && st.effects.contains_key(&key);
-            let executed = fault.executes() && !replay;
-            if executed {
-                let times = if fault == Fault::Double { 2 } else { 1 };
-                *st.effects.entry(key.clone()).or_insert(0) += times;
-                for _ in 0..times {
-                    st.bodies.entry(key.clone()).or_default().push(body.clone());
-                }
-            }
-            st.seen.push(Seen {
-                key: key.clone(),
-                attempt,
-                at: std::time::Instant::now(),
-                fault: fault.clone(),
-                executed,
-            });
-            (fault, executed, replay)
-        };
-        tracing::debug!(%key, ?fault, executed, replay, "receiver");
-        let ok_body = json!({"id": format!("ref-{key}"), "replayed": replay}).to_string();
-        match fault {
-            Fault::Ok => respond(&mut stream, 201, &[], &ok_body).await?,
-            Fault::Double => return Ok(()),
-            Fault::Hang(ms) => {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                return Ok(());
-            }
-            Fault::Drop => return Ok(()),
-            Fault::Slow(ms) => {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                respond(&mut stream, 201, &[], &ok_body).await?;
-            }
-            Fault::RetryAfter(status, secs) => {
-                respond(
-                    &mut stream,
-                    status,
-                    &[("Retry-After", secs.to_string())],
-                    "{\"error\":\"busy\"}",
-                )
-                .await?;
-            }
-            Fault::Reject(status) => {
-                respond(&mut stream, status, &[], "{\"error\":\"rejected\"}").await?
-            }
-            Fault::ServerError => respond(&mut stream, 500, &[], "{\"error\":\"oops\"}").await?,
-            Fault::Sse | Fault::SseCut => {
-                let mut events = String::from("event: progress\ndata: {\"step\":1}\n\n");
-                if fault == Fault::Sse {
-                    events.push_str(&format!("event: done\ndata: {ok_body}\n\n"));
-                }
-                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
-                stream.write_all(head.as_bytes()).await?;
-                stream.write_all(events.as_bytes()).await?;
-                stream.flush().await?;
-                return Ok(());
-            }
+        let key = header(&head, "Idempotency-Key").unwrap_or_default();
+        let attempt = header(&head, "X-Oncebox-Attempt").and_then(|a| a.parse().ok());
+        let (fault, replay) = execute(&state, &config, &key, attempt, body);
+        if !answer(&mut stream, &key, fault, replay).await? {
+            return Ok(());
         }
     }
+}
+
+/// The value of header `name` in a request head.
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_owned())
+    })
+}
+
+/// `GET /effects?key=K`: one object per effect executed for K, its request body and its id.
+fn look_up(state: &Mutex<State>, target: &str) -> Value {
+    let key = target
+        .split_once("key=")
+        .map(|(_, k)| percent_decode(k.split('&').next().unwrap_or_default()))
+        .unwrap_or_default();
+    let found = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .bodies
+        .get(&key)
+        .cloned()
+        .unwrap_or_default();
+    let data: Vec<Value> = found
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut body)| {
+            let id = if i == 0 {
+                format!("ref-{key}")
+            } else {
+                format!("ref-{key}-{}", i + 1)
+            };
+            if let Some(obj) = body.as_object_mut() {
+                obj.remove("faults");
+                obj.insert("id".into(), Value::String(id));
+            }
+            body
+        })
+        .collect();
+    json!({ "data": data })
+}
+
+/// Picks the fault of one request, executes its effect (unless the fault forbids it, or the
+/// receiver honours keys and the key has one already) and notes what it saw. Returns the fault
+/// and whether the answer is a replay.
+fn execute(
+    state: &Mutex<State>,
+    config: &ReceiverConfig,
+    key: &str,
+    attempt: Option<u32>,
+    body: Value,
+) -> (Fault, bool) {
+    let mut st = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let n = {
+        let c = st.requests_per_key.entry(key.to_owned()).or_insert(0);
+        *c += 1;
+        *c - 1
+    };
+    let scripted = body.get("faults").and_then(Value::as_array).map(|f| {
+        f.get(n)
+            .and_then(Value::as_str)
+            .map_or(Fault::Ok, Fault::parse)
+    });
+    let fault = match scripted {
+        Some(f) => f,
+        None if config.drop_rate > 0.0 => {
+            st.rng ^= st.rng << 13;
+            st.rng ^= st.rng >> 7;
+            st.rng ^= st.rng << 17;
+            if (st.rng % 10_000) as f64 / 10_000.0 < config.drop_rate {
+                Fault::Drop
+            } else {
+                Fault::Ok
+            }
+        }
+        None => Fault::Ok,
+    };
+    let replay = config.honours_keys && st.effects.contains_key(key);
+    let executed = fault.executes() && !replay;
+    if executed {
+        let times = if fault == Fault::Double { 2 } else { 1 };
+        *st.effects.entry(key.to_owned()).or_insert(0) += times;
+        for _ in 0..times {
+            st.bodies
+                .entry(key.to_owned())
+                .or_default()
+                .push(body.clone());
+        }
+    }
+    st.seen.push(Seen {
+        key: key.to_owned(),
+        attempt,
+        at: std::time::Instant::now(),
+        fault: fault.clone(),
+        executed,
+    });
+    tracing::debug!(%key, ?fault, executed, replay, "receiver");
+    (fault, replay)
+}
+
+/// Answers as `fault` says; false when the connection is to be closed.
+async fn answer(
+    stream: &mut TcpStream,
+    key: &str,
+    fault: Fault,
+    replay: bool,
+) -> std::io::Result<bool> {
+    let ok_body = json!({"id": format!("ref-{key}"), "replayed": replay}).to_string();
+    match fault {
+        Fault::Ok => respond(stream, 201, &[], &ok_body).await?,
+        Fault::Double | Fault::Drop => return Ok(false),
+        Fault::Hang(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return Ok(false);
+        }
+        Fault::Slow(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            respond(stream, 201, &[], &ok_body).await?;
+        }
+        Fault::RetryAfter(status, secs) => {
+            respond(
+                stream,
+                status,
+                &[("Retry-After", secs.to_string())],
+                "{\"error\":\"busy\"}",
+            )
+            .await?;
+        }
+        Fault::Reject(status) => respond(stream, status, &[], "{\"error\":\"rejected\"}").await?,
+        Fault::ServerError => respond(stream, 500, &[], "{\"error\":\"oops\"}").await?,
+        Fault::Sse | Fault::SseCut => {
+            let mut events = String::from("event: progress\ndata: {\"step\":1}\n\n");
+            if fault == Fault::Sse {
+                events.push_str(&format!("event: done\ndata: {ok_body}\n\n"));
+            }
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(events.as_bytes()).await?;
+            stream.flush().await?;
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Reads until the end of the request head; returns its length and the Content-Length.

@@ -3,7 +3,7 @@
 WITH gone AS (
     DELETE FROM oncebox.intents
     WHERE completed_at IS NOT NULL AND completed_at < now() - make_interval(secs => $1)
-      AND status IN ('succeeded', 'failed', 'cancelled', 'expired')
+      AND oncebox.is_terminal(status)
     RETURNING id
 ), outbox AS (
     DELETE FROM oncebox.outbox o USING gone WHERE o.intent_id = gone.id RETURNING o.intent_id

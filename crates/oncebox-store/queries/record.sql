@@ -3,12 +3,14 @@
 -- rescheduled in its phase ('retry'), turned into a reconciliation ('reconcile') or sent back to
 -- delivery with the same key ('reissue'). Entering failed, expired or needs_review enqueues a
 -- dead-letter notification in the same statement. Only rows still leased to worker $17 at the
--- given epoch are written: a stale worker writes nothing. Returns the intents written.
+-- given epoch are written: a stale worker writes nothing. Waiters on channel $18 hear once per
+-- statement that intents settled. Returns the intents written.
 WITH f AS (
     SELECT * FROM unnest(
-        $1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::jsonb[], $6::text[],
-        $7::jsonb[], $8::text[], $9::float8[], $10::text[], $11::int[], $12::text[],
-        $13::text[], $14::float8[], $15::text[], $16::bool[])
+        $1::bigint[], $2::bigint[], $3::int[], $4::oncebox.intent_status[], $5::jsonb[],
+        $6::text[], $7::jsonb[], $8::text[], $9::float8[], $10::oncebox.attempt_kind[],
+        $11::int[], $12::oncebox.error_code[], $13::text[], $14::float8[],
+        $15::oncebox.phase[], $16::bool[])
       AS f(intent_id, epoch, attempt, status, response, external_reference,
            last_error, next, delay_secs, outcome, status_code, error_code,
            detail, started_secs_ago, phase, counts_attempt)
@@ -30,8 +32,8 @@ WITH f AS (
                                OR (owned.next = 'retry' AND o.phase = 'reconcile')
                              THEN coalesce(o.dispatched_at, now()) END,
         attempt = owned.attempt,
-        phase = CASE owned.next WHEN 'reconcile' THEN 'reconcile'
-                                WHEN 'reissue' THEN 'deliver' ELSE o.phase END,
+        phase = CASE owned.next WHEN 'reconcile' THEN 'reconcile'::oncebox.phase
+                                WHEN 'reissue' THEN 'deliver'::oncebox.phase ELSE o.phase END,
         available_at = now() + make_interval(secs => owned.delay_secs)
     FROM owned
     WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase
@@ -45,7 +47,7 @@ WITH f AS (
         external_reference = coalesce(owned.external_reference, i.external_reference),
         last_error = coalesce(owned.last_error, i.last_error),
         updated_at = now(),
-        completed_at = CASE WHEN owned.status IN ('succeeded', 'failed', 'cancelled', 'expired')
+        completed_at = CASE WHEN oncebox.is_terminal(owned.status)
                             THEN coalesce(i.completed_at, now()) END
     FROM owned
     -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
@@ -53,7 +55,7 @@ WITH f AS (
     RETURNING i.id, i.status
 ), dead_letter AS (
     INSERT INTO oncebox.outbox (intent_id, phase)
-    SELECT id, 'notify' FROM journal WHERE status IN ('failed', 'expired', 'needs_review')
+    SELECT id, 'notify'::oncebox.phase FROM journal WHERE oncebox.is_dead_letter(status)
     ON CONFLICT (intent_id, phase) DO UPDATE SET available_at = now()
     RETURNING intent_id
 ), report AS (
@@ -66,9 +68,8 @@ WITH f AS (
     FROM owned WHERE counts_attempt
     RETURNING intent_id
 )
--- Waiters (GET ?wait=) learn that intents finished: one notification per statement, not per row.
+-- Waiters (GET ?wait=) learn that intents settled: one notification per statement, not per row.
 , finished AS (
-    SELECT pg_notify('oncebox_intent_done', '') FROM journal
-    WHERE status IN ('succeeded', 'failed', 'cancelled', 'expired', 'needs_review') LIMIT 1
+    SELECT pg_notify($18, '') FROM journal WHERE oncebox.is_settled(status) LIMIT 1
 )
 SELECT intent_id, (SELECT count(*) FROM finished) AS notified FROM owned

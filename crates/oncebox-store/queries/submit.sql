@@ -1,9 +1,9 @@
 -- Submit: the journal row and its deliver-phase outbox row in one statement, inside the
 -- caller's transaction. Inserts nothing when (tenant_id, idempotency_key) already exists; the
 -- caller then reads that row and compares hashes. When $11 is true and a worker is waiting
--- (oncebox.waiting_workers), it is woken with NOTIFY, delivered at commit (never on rollback);
--- the NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE always runs to
--- completion. Returns only what the caller does not already have.
+-- (oncebox.waiting_workers), it is woken with NOTIFY on channel $12, delivered at commit (never
+-- on rollback); the NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE
+-- always runs to completion. Returns only what the caller does not already have.
 WITH intent AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, idempotency_key, action, request_hash, payload,
@@ -13,9 +13,9 @@ WITH intent AS (
     RETURNING i.id, i.created_at
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, arguments)
-    SELECT id, 'deliver', $10 FROM intent
+    SELECT id, 'deliver'::oncebox.phase, $10 FROM intent
     RETURNING CASE WHEN $11 AND EXISTS (
         SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
-      THEN pg_notify('oncebox_outbox', 'deliver') END
+      THEN pg_notify($12, 'deliver') END
 )
 SELECT id, created_at FROM intent

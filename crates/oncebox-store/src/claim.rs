@@ -1,43 +1,25 @@
 //! Claiming outbox work: one statement leases a batch (SKIP LOCKED), bumps each row's fencing
 //! epoch and commits at once — no transaction is held while the work is done.
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection};
 use std::time::Duration;
 
-/// The kind of work an outbox row holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Deliver the intent to its destination.
-    Deliver,
-    /// Look an unknown outcome up at the destination.
-    Reconcile,
-    /// Publish a dead-letter notification.
-    Notify,
-}
+use chrono::{DateTime, Utc};
+use oncebox_core::{AttemptError, Status};
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgExecutor, Row};
 
-impl Phase {
-    /// The name stored in `outbox.phase`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Deliver => "deliver",
-            Phase::Reconcile => "reconcile",
-            Phase::Notify => "notify",
-        }
-    }
-}
+use crate::lease::{Lease, Phase};
 
 /// An outbox row leased to the caller, with what the worker needs of its intent.
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct ClaimedRow {
-    /// The intent it works on; with the phase, the row's identity.
-    pub intent_id: i64,
-    /// Its phase name.
-    pub phase: String,
-    /// The fencing epoch of this lease: every write must be conditional on it.
-    pub epoch: i64,
+    /// The row's intent and the epoch of this lease: every write must be fenced on it.
+    #[sqlx(flatten)]
+    pub lease: Lease,
+    /// The kind of work.
+    pub phase: Phase,
     /// Attempts already made.
     pub attempt: i32,
     /// Set when an earlier attempt may have reached the destination.
@@ -59,11 +41,11 @@ pub struct ClaimedRow {
     /// The redacted arguments (deliver `arguments` instead when present).
     pub payload: Json<Value>,
     /// The intent's status at claim time.
-    pub status: String,
+    pub status: Status,
     /// The receiver's reference, when one is known.
     pub external_reference: Option<String>,
     /// The intent's last error.
-    pub last_error: Option<Json<Value>>,
+    pub last_error: Option<Json<AttemptError>>,
     /// The intent's attempts so far.
     pub attempt_count: i32,
     /// When the intent was accepted.
@@ -81,26 +63,51 @@ impl ClaimedRow {
     pub fn delivery_arguments(&self) -> &Value {
         self.arguments.as_ref().map_or(&self.payload.0, |a| &a.0)
     }
+
+    /// The intent this row works on.
+    pub fn intent_id(&self) -> i64 {
+        self.lease.intent_id
+    }
 }
 
 /// Leases up to `limit` rows of `phase` to `worker` for `lease`, in one auto-committed
 /// statement. Rows are ready ones in `available_at` order, plus rows whose lease expired.
 ///
+/// A row that is claimed but cannot be read (a value this binary does not know, written by a
+/// newer one) is logged as an error with its intent and left to its lease; the others are
+/// returned. Nothing is ever read as a default in its place.
+///
 /// # Errors
 /// The database's error.
-#[tracing::instrument(skip(conn), fields(phase = phase.as_str()), err)]
+#[tracing::instrument(skip(db), fields(phase = phase.as_str()), err)]
 pub async fn claim(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     phase: Phase,
     worker: &str,
     limit: i64,
     lease: Duration,
 ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
-    sqlx::query_as(include_str!("../queries/claim.sql"))
-        .bind(phase.as_str())
+    let rows: Vec<PgRow> = sqlx::query(crate::sql::CLAIM)
+        .bind(phase)
         .bind(worker)
         .bind(limit)
         .bind(lease.as_secs_f64())
-        .fetch_all(conn)
-        .await
+        .fetch_all(db)
+        .await?;
+    Ok(rows.iter().filter_map(decode_claimed).collect())
+}
+
+fn decode_claimed(row: &PgRow) -> Option<ClaimedRow> {
+    match ClaimedRow::from_row(row) {
+        Ok(claimed) => Some(claimed),
+        Err(error) => {
+            let intent_id: Option<i64> = row.try_get("intent_id").ok();
+            tracing::error!(
+                ?intent_id,
+                %error,
+                "a claimed outbox row cannot be read: left to its lease, not worked on"
+            );
+            None
+        }
+    }
 }

@@ -1,15 +1,14 @@
 //! The journal row, as read back from `oncebox.intents`.
 
 use chrono::{DateTime, Utc};
-use oncebox_core::Status;
+use oncebox_core::{AttemptError, Status};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::postgres::PgRow;
-use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, Row};
+use sqlx::{FromRow, PgExecutor};
 
-/// One intent of the journal.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One intent of the journal. Every column is typed: a value this binary cannot read (a status
+/// or error code written by a newer version) is a decode error, never a default.
+#[derive(Debug, Clone, PartialEq, Serialize, FromRow)]
 pub struct Intent {
     /// Database id.
     pub id: i64,
@@ -22,6 +21,7 @@ pub struct Intent {
     /// Hex SHA-256 of JCS(`{action, arguments}`) after redaction.
     pub request_hash: String,
     /// The arguments after redaction.
+    #[sqlx(json)]
     pub payload: Value,
     /// Where the intent stands.
     pub status: Status,
@@ -30,9 +30,11 @@ pub struct Intent {
     /// The receiver's id for the effect, once known.
     pub external_reference: Option<String>,
     /// The receiver's answer (bounded), once succeeded.
+    #[sqlx(json(nullable))]
     pub response: Option<Value>,
     /// The last error: `{code, detail, status_code}`.
-    pub last_error: Option<Value>,
+    #[sqlx(json(nullable))]
+    pub last_error: Option<AttemptError>,
     /// The agent run.
     pub run_id: Option<String>,
     /// The caller's business reference.
@@ -49,55 +51,19 @@ pub struct Intent {
     pub completed_at: Option<DateTime<Utc>>,
 }
 
-impl<'r> FromRow<'r, PgRow> for Intent {
-    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
-        let status: String = row.try_get("status")?;
-        let status = status
-            .parse::<Status>()
-            .map_err(|e| sqlx::Error::ColumnDecode {
-                index: "status".into(),
-                source: Box::new(e),
-            })?;
-        Ok(Intent {
-            id: row.try_get("id")?,
-            tenant_id: row.try_get("tenant_id")?,
-            idempotency_key: row.try_get("idempotency_key")?,
-            action: row.try_get("action")?,
-            request_hash: row.try_get("request_hash")?,
-            payload: row.try_get::<Json<Value>, _>("payload")?.0,
-            status,
-            attempt_count: row.try_get("attempt_count")?,
-            external_reference: row.try_get("external_reference")?,
-            response: row
-                .try_get::<Option<Json<Value>>, _>("response")?
-                .map(|j| j.0),
-            last_error: row
-                .try_get::<Option<Json<Value>>, _>("last_error")?
-                .map(|j| j.0),
-            run_id: row.try_get("run_id")?,
-            business_ref: row.try_get("business_ref")?,
-            step: row.try_get("step")?,
-            deadline: row.try_get("deadline")?,
-            created_at: row.try_get("created_at")?,
-            updated_at: row.try_get("updated_at")?,
-            completed_at: row.try_get("completed_at")?,
-        })
-    }
-}
-
 /// Reads one intent by tenant and key; `None` when the tenant has no such key.
 ///
 /// # Errors
 /// The database's error.
-#[tracing::instrument(skip(conn), err)]
+#[tracing::instrument(skip(db), err)]
 pub async fn intent_by_key(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     tenant_id: &str,
     idempotency_key: &str,
 ) -> Result<Option<Intent>, sqlx::Error> {
-    sqlx::query_as(include_str!("../queries/intent_by_key.sql"))
+    sqlx::query_as(crate::sql::INTENT_BY_KEY)
         .bind(tenant_id)
         .bind(idempotency_key)
-        .fetch_optional(conn)
+        .fetch_optional(db)
         .await
 }

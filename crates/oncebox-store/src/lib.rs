@@ -1,15 +1,21 @@
 //! oncebox's Postgres store: schema migrations, the journal (`oncebox.intents`), the outbox and
 //! the transactional submit.
 //!
-//! All SQL lives in `queries/*.sql` beside this crate and is checked at run time (`query_as`),
-//! with every statement covered by a test against a real Postgres. Migrations are the
-//! workspace's top-level `migrations/`, embedded at compile time.
+//! All SQL lives in `queries/*.sql` beside this crate (see [`sql`]) and is checked at run time
+//! (`query_as`), with every statement covered by a test against a real Postgres. Migrations are
+//! the workspace's top-level `migrations/`, embedded at compile time. Functions that run one
+//! statement take any executor (`&PgPool`, `&mut PgConnection`, a transaction), so callers need
+//! no connection juggling of their own.
 
 mod claim;
 mod error;
 mod intent;
+mod lease;
 pub mod ops;
+mod queue;
 mod record;
+pub mod scratch;
+pub mod sql;
 mod submit;
 pub mod tokens;
 mod wake;
@@ -19,9 +25,11 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, migrate::Migrator};
 
-pub use claim::{ClaimedRow, Phase, claim};
+pub use claim::{ClaimedRow, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
+pub use lease::{Lease, Phase};
+pub use queue::{ReadyQueue, ping, ready_queue};
 pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
     release, renew,
@@ -29,10 +37,12 @@ pub use record::{
 pub use submit::{Intake, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 
-/// The NOTIFY channel that wakes idle workers when outbox rows appear.
+/// The NOTIFY channel that wakes idle workers when outbox rows appear. The one definition: SQL
+/// statements take it as a parameter.
 pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
 
-/// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents finished.
+/// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents settled.
+/// The one definition: SQL statements take it as a parameter.
 pub const DONE_CHANNEL: &str = "oncebox_intent_done";
 
 /// The schema migrations in `migrations/`, embedded in the binary.
@@ -48,6 +58,18 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
 pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
     MIGRATOR.run(pool).await?;
     Ok(())
+}
+
+/// How many of this binary's migrations the database has applied, and how many it knows: the
+/// schema is current when the first is at least the second.
+///
+/// # Errors
+/// The database's error (for example, no migration ever ran).
+pub async fn migrations_applied(db: impl sqlx::PgExecutor<'_>) -> Result<(i64, i64), StoreError> {
+    let applied: i64 = sqlx::query_scalar(sql::MIGRATIONS_APPLIED)
+        .fetch_one(db)
+        .await?;
+    Ok((applied, MIGRATOR.iter().count() as i64))
 }
 
 /// Opens a pool to `database_url` with server-side guards: statements may run at most 30 s

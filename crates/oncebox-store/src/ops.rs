@@ -5,11 +5,15 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use oncebox_core::Status;
+use oncebox_core::{AttemptError, AttemptKind, ErrorCode, Status};
 use serde::Serialize;
-use sqlx::{FromRow, PgConnection, Postgres, Transaction};
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
 
 use crate::intent::Intent;
+use crate::lease::Phase;
+use crate::queue::ready_queue;
+use crate::sql;
 
 /// Which intents `list` returns.
 #[derive(Debug, Clone, Default)]
@@ -35,20 +39,32 @@ pub struct AttemptRow {
     pub epoch: i64,
     /// The worker or operator.
     pub worker: String,
-    /// deliver, reconcile or ops.
-    pub phase: String,
+    /// The outbox phase that wrote the row; shown as `ops` for an operator's decision.
+    #[serde(serialize_with = "phase_or_ops")]
+    pub phase: Option<Phase>,
     /// When it started.
     pub started_at: DateTime<Utc>,
     /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
     /// What happened or was decided.
-    pub outcome: Option<String>,
+    pub outcome: Option<AttemptKind>,
     /// HTTP status.
     pub status_code: Option<i32>,
     /// Error code.
-    pub error_code: Option<String>,
+    pub error_code: Option<ErrorCode>,
     /// Detail.
     pub detail: Option<String>,
+}
+
+impl AttemptRow {
+    /// The phase's name, or `ops` for an operator's row.
+    pub fn phase_name(&self) -> &'static str {
+        self.phase.map_or("ops", Phase::as_str)
+    }
+}
+
+fn phase_or_ops<S: serde::Serializer>(phase: &Option<Phase>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(phase.map_or("ops", Phase::as_str))
 }
 
 /// Why an operator action was refused.
@@ -84,14 +100,14 @@ pub enum Resolution {
 ///
 /// # Errors
 /// The database's error.
-pub async fn list(conn: &mut PgConnection, f: &ListFilter) -> Result<Vec<Intent>, sqlx::Error> {
-    sqlx::query_as(include_str!("../queries/ops_list.sql"))
-        .bind(f.status.map(Status::as_str))
+pub async fn list(db: impl PgExecutor<'_>, f: &ListFilter) -> Result<Vec<Intent>, sqlx::Error> {
+    sqlx::query_as(sql::OPS_LIST)
+        .bind(f.status)
         .bind(&f.tenant_id)
         .bind(&f.action)
         .bind(f.older_than.map(|d| d.as_secs_f64()))
         .bind(f.limit)
-        .fetch_all(conn)
+        .fetch_all(db)
         .await
 }
 
@@ -101,20 +117,15 @@ pub async fn list(conn: &mut PgConnection, f: &ListFilter) -> Result<Vec<Intent>
 /// # Errors
 /// [`OpsError::NotFound`], or [`OpsError::Refused`] when the key exists for several tenants.
 pub async fn find(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     key_or_id: &str,
     tenant: Option<&str>,
 ) -> Result<Intent, OpsError> {
-    let rows: Vec<Intent> = sqlx::query_as(
-        "SELECT * FROM oncebox.intents
-         WHERE (idempotency_key = $1 AND ($2::text IS NULL OR tenant_id = $2))
-            OR ($2::text IS NULL AND $1 ~ '^[0-9]{1,18}$' AND id = $1::bigint)
-         ORDER BY (idempotency_key = $1) DESC LIMIT 10",
-    )
-    .bind(key_or_id)
-    .bind(tenant)
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows: Vec<Intent> = sqlx::query_as(sql::OPS_FIND)
+        .bind(key_or_id)
+        .bind(tenant)
+        .fetch_all(db)
+        .await?;
     let by_key: Vec<&Intent> = rows
         .iter()
         .filter(|i| i.idempotency_key == key_or_id)
@@ -141,56 +152,51 @@ pub async fn find(
 /// # Errors
 /// The database's error.
 pub async fn history(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     intent_id: i64,
 ) -> Result<Vec<AttemptRow>, sqlx::Error> {
-    sqlx::query_as(include_str!("../queries/ops_history.sql"))
+    sqlx::query_as(sql::OPS_HISTORY)
         .bind(intent_id)
-        .fetch_all(conn)
+        .fetch_all(db)
         .await
 }
 
-async fn lock(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<Intent, OpsError> {
-    sqlx::query_as("SELECT * FROM oncebox.intents WHERE id = $1 FOR UPDATE")
+async fn lock(tx: &mut PgConnection, id: i64) -> Result<Intent, OpsError> {
+    sqlx::query_as(sql::OPS_LOCK)
         .bind(id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| OpsError::NotFound(format!("intent {id} no longer exists")))
 }
 
 async fn report(
-    tx: &mut Transaction<'_, Postgres>,
+    tx: &mut PgConnection,
     i: &Intent,
     actor: &str,
-    outcome: &str,
+    kind: AttemptKind,
     detail: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, '')")
+    sqlx::query(sql::OPS_REPORT)
+        .bind(i.id)
+        .bind(i.attempt_count)
+        .bind(actor)
+        .bind(kind)
+        .bind(detail)
         .bind(crate::DONE_CHANNEL)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
-    sqlx::query(
-        "INSERT INTO oncebox.attempts (intent_id, attempt, epoch, worker, phase, started_at, finished_at, outcome, detail)
-         VALUES ($1, $2, 0, $3, 'ops', now(), now(), $4, $5)",
-    )
-    .bind(i.id)
-    .bind(i.attempt_count)
-    .bind(actor)
-    .bind(outcome)
-    .bind(detail)
-    .execute(&mut **tx)
-    .await?;
     Ok(())
 }
 
 /// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: a fresh
 /// deliver row is queued. `failed` → `pending` is an operator override of the automatic
 /// transition table, recorded as such; `succeeded` and the other statuses are refused.
+/// Run it in a transaction (`&mut tx`): it locks the intent first.
 ///
 /// # Errors
 /// [`OpsError::Refused`] naming the status; the database's error.
 pub async fn retry(
-    tx: &mut Transaction<'_, Postgres>,
+    tx: &mut PgConnection,
     id: i64,
     actor: &str,
     why: &str,
@@ -208,29 +214,15 @@ pub async fn retry(
             }
         )));
     }
-    sqlx::query(
-        "UPDATE oncebox.intents SET status = 'pending', completed_at = NULL, updated_at = now() WHERE id = $1",
-    )
-    .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO oncebox.outbox (intent_id, phase) VALUES ($1, 'deliver')
-         ON CONFLICT (intent_id, phase) DO UPDATE
-         SET available_at = now(), lease_owner = NULL, lease_expires_at = NULL, dispatched_at = NULL",
-    )
-    .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query("DELETE FROM oncebox.outbox WHERE intent_id = $1 AND phase = 'reconcile'")
+    sqlx::query(sql::OPS_RETRY)
         .bind(id)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     report(
         tx,
         &i,
         actor,
-        "operator_retry",
+        AttemptKind::OperatorRetry,
         &format!("{} -> pending by {actor}: {why}", i.status),
     )
     .await?;
@@ -238,12 +230,13 @@ pub async fn retry(
 }
 
 /// Decides an intent that needs review (or whose outcome is unknown): succeeded (with an
-/// optional reference) or failed (with a reason). Its pending work is removed.
+/// optional reference) or failed (with a reason). Its pending work is removed. Run it in a
+/// transaction.
 ///
 /// # Errors
 /// [`OpsError::Refused`] unless the intent is `needs_review` or `unknown`.
 pub async fn resolve(
-    tx: &mut Transaction<'_, Postgres>,
+    tx: &mut PgConnection,
     id: i64,
     resolution: &Resolution,
     actor: &str,
@@ -270,42 +263,28 @@ pub async fn resolve(
         Resolution::Failed { reason } => (
             Status::Failed,
             None,
-            Some(serde_json::json!({"code": "operator", "detail": reason})),
+            Some(AttemptError::new(ErrorCode::Operator, reason.clone())),
             format!("resolved as failed by {actor}: {reason}"),
         ),
     };
-    sqlx::query(
-        "UPDATE oncebox.intents
-         SET status = $2, external_reference = coalesce($3, external_reference),
-             last_error = coalesce($4, last_error), updated_at = now(), completed_at = now()
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(status.as_str())
-    .bind(reference)
-    .bind(error.map(sqlx::types::Json))
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(
-        "DELETE FROM oncebox.outbox WHERE intent_id = $1 AND phase IN ('deliver', 'reconcile')",
-    )
-    .bind(id)
-    .execute(&mut **tx)
-    .await?;
-    report(tx, &i, actor, "operator_resolved", &detail).await?;
+    sqlx::query(sql::OPS_RESOLVE)
+        .bind(id)
+        .bind(status)
+        .bind(reference)
+        .bind(error.map(Json))
+        .execute(&mut *tx)
+        .await?;
+    report(tx, &i, actor, AttemptKind::OperatorResolved, &detail).await?;
     lock(tx, id).await
 }
 
 /// Cancels a pending intent that was never dispatched. Refused once any attempt was made, while
-/// a worker holds its lease (it may be calling right now), or in any other status.
+/// a worker holds its lease (it may be calling right now), or in any other status. Run it in a
+/// transaction.
 ///
 /// # Errors
 /// [`OpsError::Refused`] saying why not.
-pub async fn cancel(
-    tx: &mut Transaction<'_, Postgres>,
-    id: i64,
-    actor: &str,
-) -> Result<Intent, OpsError> {
+pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Intent, OpsError> {
     let i = lock(tx, id).await?;
     if i.status != Status::Pending || i.attempt_count > 0 {
         return Err(OpsError::Refused(format!(
@@ -313,20 +292,20 @@ pub async fn cancel(
             i.idempotency_key, i.status, i.attempt_count
         )));
     }
-    let leased: Option<(Option<String>, Option<DateTime<Utc>>)> = sqlx::query_as(
-        "SELECT lease_owner, dispatched_at FROM oncebox.outbox
-         WHERE intent_id = $1 AND phase = 'deliver' AND (lease_owner IS NULL OR lease_expires_at > now())
-         FOR UPDATE NOWAIT",
-    )
-    .bind(id)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(|e| match &e {
-        sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03") => {
-            OpsError::Refused(format!("a worker is claiming intent {} right now; it cannot be cancelled", i.idempotency_key))
-        }
-        _ => OpsError::Database(e),
-    })?;
+    let leased: Option<(Option<String>, Option<DateTime<Utc>>)> =
+        sqlx::query_as(sql::OPS_CANCEL_CHECK)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| match &e {
+                sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03") => {
+                    OpsError::Refused(format!(
+                        "a worker is claiming intent {} right now; it cannot be cancelled",
+                        i.idempotency_key
+                    ))
+                }
+                _ => OpsError::Database(e),
+            })?;
     match leased {
         Some((Some(owner), _)) => {
             return Err(OpsError::Refused(format!(
@@ -342,19 +321,15 @@ pub async fn cancel(
         }
         _ => {}
     }
-    sqlx::query("UPDATE oncebox.intents SET status = 'cancelled', updated_at = now(), completed_at = now() WHERE id = $1")
+    sqlx::query(sql::OPS_CANCEL)
         .bind(id)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query("DELETE FROM oncebox.outbox WHERE intent_id = $1 AND phase = 'deliver'")
-        .bind(id)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     report(
         tx,
         &i,
         actor,
-        "cancelled",
+        AttemptKind::Cancelled,
         &format!("cancelled by {actor} before dispatch"),
     )
     .await?;
@@ -365,10 +340,10 @@ pub async fn cancel(
 ///
 /// # Errors
 /// The database's error.
-pub async fn purge(conn: &mut PgConnection, older_than: Duration) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(include_str!("../queries/ops_purge.sql"))
+pub async fn purge(db: impl PgExecutor<'_>, older_than: Duration) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(sql::OPS_PURGE)
         .bind(older_than.as_secs_f64())
-        .fetch_one(conn)
+        .fetch_one(db)
         .await
 }
 
@@ -376,9 +351,9 @@ pub async fn purge(conn: &mut PgConnection, older_than: Duration) -> Result<i64,
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     /// Intents per status.
-    pub by_status: Vec<(String, i64)>,
+    pub by_status: Vec<(Status, i64)>,
     /// Outbox rows per phase.
-    pub outbox: Vec<(String, i64)>,
+    pub outbox: Vec<(Phase, i64)>,
     /// Age in seconds of the oldest ready deliver row.
     pub oldest_ready_seconds: f64,
 }
@@ -388,24 +363,16 @@ pub struct Stats {
 /// # Errors
 /// The database's error.
 pub async fn stats(conn: &mut PgConnection) -> Result<Stats, sqlx::Error> {
-    let by_status = sqlx::query_as(
-        "SELECT status, count(*) FROM oncebox.intents GROUP BY status ORDER BY status",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let outbox =
-        sqlx::query_as("SELECT phase, count(*) FROM oncebox.outbox GROUP BY phase ORDER BY phase")
-            .fetch_all(&mut *conn)
-            .await?;
-    let oldest_ready_seconds: f64 = sqlx::query_scalar(
-        "SELECT coalesce(extract(epoch FROM now() - min(available_at))::float8, 0) FROM oncebox.outbox
-         WHERE phase = 'deliver' AND lease_owner IS NULL AND available_at <= now()",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let by_status = sqlx::query_as(sql::OPS_STATS_STATUS)
+        .fetch_all(&mut *conn)
+        .await?;
+    let outbox = sqlx::query_as(sql::OPS_STATS_OUTBOX)
+        .fetch_all(&mut *conn)
+        .await?;
+    let queue = ready_queue(&mut *conn).await?;
     Ok(Stats {
         by_status,
         outbox,
-        oldest_ready_seconds,
+        oldest_ready_seconds: queue.oldest_seconds,
     })
 }

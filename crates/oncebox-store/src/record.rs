@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use oncebox_core::Status;
+use oncebox_core::{AttemptError, AttemptKind, ErrorCode, Status};
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::PgExecutor;
 use sqlx::types::Json;
 
-use crate::claim::Phase;
+use crate::lease::{Lease, Phase, columns};
 
 /// What happens to the outbox row after an outcome.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +26,7 @@ pub enum Next {
 }
 
 impl Next {
+    /// The instruction record.sql reads.
     fn as_str(self) -> &'static str {
         match self {
             Next::Done => "done",
@@ -39,12 +40,10 @@ impl Next {
 /// One delivery's outcome, ready to be recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
-    /// The intent.
-    pub intent_id: i64,
+    /// The row's intent and the epoch the worker claimed: the fence.
+    pub lease: Lease,
     /// The phase of the leased row.
     pub phase: Phase,
-    /// The epoch the worker claimed: the fence.
-    pub epoch: i64,
     /// Attempts made so far, this one included.
     pub attempt: i32,
     /// The journal's new status.
@@ -53,8 +52,8 @@ pub struct Completion {
     pub response: Option<Value>,
     /// The receiver's reference, on success.
     pub external_reference: Option<String>,
-    /// `{code, detail, status_code}` of the last error, if any.
-    pub last_error: Option<Value>,
+    /// The last error, if any (kept as it was when `None`).
+    pub last_error: Option<AttemptError>,
     /// What becomes of the outbox row.
     pub next: Next,
     /// Whether to add a row to the retry report, and what it says.
@@ -64,13 +63,12 @@ pub struct Completion {
 /// One row of the retry report (`oncebox.attempts`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// `succeeded`, `retry_before_execution`, `permanent`, `unknown`, or a decision such as
-    /// `expired` or `previous_outcome_unknown`.
-    pub outcome: String,
+    /// What the row records: an outcome class or a decision.
+    pub kind: AttemptKind,
     /// The HTTP status, if any.
     pub status_code: Option<u16>,
     /// The error code, if any.
-    pub error_code: Option<String>,
+    pub error_code: Option<ErrorCode>,
     /// What happened and why the next step was allowed.
     pub detail: Option<String>,
     /// How long the attempt took.
@@ -83,79 +81,61 @@ pub struct Report {
 ///
 /// # Errors
 /// The database's error; nothing of the batch is written then.
-#[tracing::instrument(skip(conn, batch), fields(n = batch.len()), err)]
+#[tracing::instrument(skip(db, batch), fields(n = batch.len()), err)]
 pub async fn record(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
     batch: &[Completion],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let col = |f: &dyn Fn(&Completion) -> i64| batch.iter().map(f).collect::<Vec<i64>>();
-    let ids = col(&|c| c.intent_id);
-    let epochs = col(&|c| c.epoch);
-    let attempts: Vec<i32> = batch.iter().map(|c| c.attempt).collect();
-    let statuses: Vec<&str> = batch.iter().map(|c| c.status.as_str()).collect();
-    let responses: Vec<Option<Json<&Value>>> = batch
-        .iter()
-        .map(|c| c.response.as_ref().map(Json))
-        .collect();
-    let refs: Vec<Option<&str>> = batch
-        .iter()
-        .map(|c| c.external_reference.as_deref())
-        .collect();
-    let errors: Vec<Option<Json<&Value>>> = batch
-        .iter()
-        .map(|c| c.last_error.as_ref().map(Json))
-        .collect();
-    let nexts: Vec<&str> = batch.iter().map(|c| c.next.as_str()).collect();
-    let delays: Vec<f64> = batch
-        .iter()
-        .map(|c| match c.next {
+    fn col<'a, T>(batch: &'a [Completion], f: impl Fn(&'a Completion) -> T) -> Vec<T> {
+        batch.iter().map(f).collect()
+    }
+    fn report(c: &Completion) -> Option<&Report> {
+        c.report.as_ref()
+    }
+    sqlx::query_scalar(crate::sql::RECORD)
+        .bind(col(batch, |c| c.lease.intent_id))
+        .bind(col(batch, |c| c.lease.epoch))
+        .bind(col(batch, |c| c.attempt))
+        .bind(col(batch, |c| c.status))
+        .bind(col(batch, |c| c.response.as_ref().map(Json)))
+        .bind(col(batch, |c| c.external_reference.as_deref()))
+        .bind(col(batch, |c| c.last_error.as_ref().map(Json)))
+        .bind(col(batch, |c| c.next.as_str()))
+        .bind(col(batch, |c| match c.next {
             Next::Retry(d) => d.as_secs_f64(),
             _ => 0.0,
-        })
-        .collect();
-    let outcomes: Vec<Option<&str>> = batch
-        .iter()
-        .map(|c| c.report.as_ref().map(|r| r.outcome.as_str()))
-        .collect();
-    let codes: Vec<Option<i32>> = batch
-        .iter()
-        .map(|c| c.report.as_ref().and_then(|r| r.status_code).map(i32::from))
-        .collect();
-    let error_codes: Vec<Option<&str>> = batch
-        .iter()
-        .map(|c| c.report.as_ref().and_then(|r| r.error_code.as_deref()))
-        .collect();
-    let details: Vec<Option<&str>> = batch
-        .iter()
-        .map(|c| c.report.as_ref().and_then(|r| r.detail.as_deref()))
-        .collect();
-    let ages: Vec<f64> = batch
-        .iter()
-        .map(|c| c.report.as_ref().map_or(0.0, |r| r.elapsed.as_secs_f64()))
-        .collect();
-    let phases: Vec<&str> = batch.iter().map(|c| c.phase.as_str()).collect();
-    let reported: Vec<bool> = batch.iter().map(|c| c.report.is_some()).collect();
-    sqlx::query_scalar(include_str!("../queries/record.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(attempts)
-        .bind(statuses)
-        .bind(responses)
-        .bind(refs)
-        .bind(errors)
-        .bind(nexts)
-        .bind(delays)
-        .bind(outcomes)
-        .bind(codes)
-        .bind(error_codes)
-        .bind(details)
-        .bind(ages)
-        .bind(phases)
-        .bind(reported)
+        }))
+        .bind(col(batch, |c| report(c).map(|r| r.kind)))
+        .bind(col(batch, |c| {
+            report(c).and_then(|r| r.status_code).map(i32::from)
+        }))
+        .bind(col(batch, |c| report(c).and_then(|r| r.error_code)))
+        .bind(col(batch, |c| report(c).and_then(|r| r.detail.as_deref())))
+        .bind(col(batch, |c| {
+            report(c).map_or(0.0, |r| r.elapsed.as_secs_f64())
+        }))
+        .bind(col(batch, |c| c.phase))
+        .bind(col(batch, |c| c.report.is_some()))
         .bind(worker)
-        .fetch_all(conn)
+        .bind(crate::DONE_CHANNEL)
+        .fetch_all(db)
         .await
+}
+
+/// Runs a fenced batch statement over `leases` with `worker` as the lease owner, then `extra`
+/// parameters; returns the intents it touched.
+macro_rules! fenced {
+    ($sql:expr, $db:expr, $worker:expr, $leases:expr $(, $extra:expr)*) => {{
+        let (ids, epochs) = columns($leases);
+        sqlx::query_scalar($sql)
+            .bind(ids)
+            .bind(epochs)
+            .bind($worker)
+            $(.bind($extra))*
+            .fetch_all($db)
+            .await
+    }};
 }
 
 /// Marks leased deliver rows as dispatched (the request may leave) and their intents
@@ -164,19 +144,13 @@ pub async fn record(
 ///
 /// # Errors
 /// The database's error; then nothing may be sent.
-#[tracing::instrument(skip(conn, leases), fields(n = leases.len()), err)]
+#[tracing::instrument(skip(db, leases), fields(n = leases.len()), err)]
 pub async fn mark_dispatched(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/mark_dispatched.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .fetch_all(conn)
-        .await
+    fenced!(crate::sql::MARK_DISPATCHED, db, worker, leases)
 }
 
 /// Deletes notify rows whose dead letters were published (fenced); returns those deleted.
@@ -184,17 +158,11 @@ pub async fn mark_dispatched(
 /// # Errors
 /// The database's error.
 pub async fn notify_done(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/notify_done.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .fetch_all(conn)
-        .await
+    fenced!(crate::sql::NOTIFY_DONE, db, worker, leases)
 }
 
 /// Reschedules notify rows that could not be published (fenced), after `delay`.
@@ -202,19 +170,18 @@ pub async fn notify_done(
 /// # Errors
 /// The database's error.
 pub async fn notify_later(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
     delay: Duration,
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/notify_later.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .bind(delay.as_secs_f64())
-        .fetch_all(conn)
-        .await
+    fenced!(
+        crate::sql::NOTIFY_LATER,
+        db,
+        worker,
+        leases,
+        delay.as_secs_f64()
+    )
 }
 
 /// Moves claimed reconcile rows' intents from `unknown` to `reconciling`, fenced on
@@ -223,39 +190,32 @@ pub async fn notify_later(
 /// # Errors
 /// The database's error.
 pub async fn mark_reconciling(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/mark_reconciling.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .fetch_all(conn)
-        .await
+    fenced!(crate::sql::MARK_RECONCILING, db, worker, leases)
 }
 
-/// Extends the leases of `(intent_id, epoch)` rows by `lease`; returns the ones still held.
+/// Extends the leases of `phase` rows by `lease`; returns the ones still held.
 ///
 /// # Errors
 /// The database's error.
 pub async fn renew(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
     phase: Phase,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
     lease: Duration,
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/renew.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .bind(lease.as_secs_f64())
-        .bind(phase.as_str())
-        .fetch_all(conn)
-        .await
+    fenced!(
+        crate::sql::RENEW,
+        db,
+        worker,
+        leases,
+        lease.as_secs_f64(),
+        phase
+    )
 }
 
 /// Gives leases back so another worker can take the rows at once; returns the rows released.
@@ -263,17 +223,10 @@ pub async fn renew(
 /// # Errors
 /// The database's error.
 pub async fn release(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     worker: &str,
     phase: Phase,
-    leases: &[(i64, i64)],
+    leases: &[Lease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (ids, epochs): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
-    sqlx::query_scalar(include_str!("../queries/release.sql"))
-        .bind(ids)
-        .bind(epochs)
-        .bind(worker)
-        .bind(phase.as_str())
-        .fetch_all(conn)
-        .await
+    fenced!(crate::sql::RELEASE, db, worker, leases, phase)
 }

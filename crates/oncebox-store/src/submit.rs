@@ -1,5 +1,6 @@
-//! The transactional submit (DESIGN §5 Submit): validate → redact → hash → insert journal row and
-//! outbox row in the caller's transaction → on a key that exists, replay or conflict.
+//! The transactional submit (docs/architecture.md, "Submit"): validate → redact → hash → insert
+//! journal row and outbox row in the caller's transaction → on a key that exists, replay or
+//! conflict.
 
 use std::collections::BTreeMap;
 
@@ -152,7 +153,7 @@ impl Intake {
             .map(DateTime::<Utc>::from)
             .and_then(|d| d.duration_trunc(chrono::TimeDelta::microseconds(1)).ok());
 
-        let inserted: Option<Inserted> = sqlx::query_as(include_str!("../queries/submit.sql"))
+        let inserted: Option<Inserted> = sqlx::query_as(crate::sql::SUBMIT)
             .bind(&intent.tenant_id)
             .bind(&intent.idempotency_key)
             .bind(&intent.action)
@@ -164,6 +165,7 @@ impl Intake {
             .bind(deadline)
             .bind(delivery_arguments)
             .bind(self.notify)
+            .bind(crate::OUTBOX_CHANNEL)
             .fetch_optional(&mut *conn)
             .await?;
         if let Some(row) = inserted {
@@ -194,7 +196,7 @@ impl Intake {
             });
         }
 
-        let existing = intent_by_key(conn, &intent.tenant_id, &intent.idempotency_key)
+        let existing = intent_by_key(&mut *conn, &intent.tenant_id, &intent.idempotency_key)
             .await?
             .ok_or_else(|| {
                 StoreError::Database(sqlx::Error::Protocol(

@@ -1,10 +1,12 @@
 //! API bearer tokens: random, shown once, stored as SHA-256 hex, scoped to a tenant and a role.
 
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
+use sqlx::PgExecutor;
 
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a token may do (the enum type `oncebox.token_role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "oncebox.token_role", rename_all = "snake_case")]
 pub enum Role {
     /// Submit, read and cancel its tenant's intents.
     Agent,
@@ -13,7 +15,10 @@ pub enum Role {
 }
 
 impl Role {
-    /// The name stored in `api_tokens.role`.
+    /// Every role (the labels of `oncebox.token_role`).
+    pub const ALL: [Role; 2] = [Role::Agent, Role::Ops];
+
+    /// The role's name.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
@@ -22,8 +27,19 @@ impl Role {
     }
 }
 
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Role, String> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?}; expected agent or ops"))
+    }
+}
+
 /// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Caller {
     /// The tenant every query is scoped to.
     pub tenant_id: String,
@@ -31,8 +47,13 @@ pub struct Caller {
     pub role: Role,
 }
 
-fn digest(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+/// The SHA-256 of a token, as stored (and as the API's cache keys it): a token is never kept.
+pub fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn digest_hex(token: &str) -> String {
+    hex::encode(digest(token))
 }
 
 /// Creates a token for `tenant` with `role`; returns the token, which is never stored.
@@ -40,7 +61,7 @@ fn digest(token: &str) -> String {
 /// # Errors
 /// The database's error, or the OS random source failing.
 pub async fn create_token(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     tenant: &str,
     role: Role,
     label: Option<&str>,
@@ -49,12 +70,12 @@ pub async fn create_token(
     getrandom::fill(&mut bytes)
         .map_err(|e| sqlx::Error::Protocol(format!("no randomness for a token: {e}")))?;
     let token = format!("obx_{}", hex::encode(bytes));
-    sqlx::query("INSERT INTO oncebox.api_tokens (tenant_id, role, token_hash, label) VALUES ($1, $2, $3, $4)")
+    sqlx::query(crate::sql::TOKEN_CREATE)
         .bind(tenant)
-        .bind(role.as_str())
-        .bind(digest(&token))
+        .bind(role)
+        .bind(digest_hex(&token))
         .bind(label)
-        .execute(conn)
+        .execute(db)
         .await?;
     Ok(token)
 }
@@ -65,13 +86,11 @@ pub async fn create_token(
 ///
 /// # Errors
 /// The database's error.
-pub async fn revoke_token(conn: &mut PgConnection, token: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "UPDATE oncebox.api_tokens SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL",
-    )
-    .bind(digest(token))
-    .execute(conn)
-    .await?;
+pub async fn revoke_token(db: impl PgExecutor<'_>, token: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(crate::sql::TOKEN_REVOKE)
+        .bind(digest_hex(token))
+        .execute(db)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -80,20 +99,11 @@ pub async fn revoke_token(conn: &mut PgConnection, token: &str) -> Result<bool, 
 /// # Errors
 /// The database's error.
 pub async fn authenticate(
-    conn: &mut PgConnection,
+    db: impl PgExecutor<'_>,
     token: &str,
 ) -> Result<Option<Caller>, sqlx::Error> {
-    let row: Option<(String, String)> =
-        sqlx::query_as("SELECT tenant_id, role FROM oncebox.api_tokens WHERE token_hash = $1 AND revoked_at IS NULL")
-            .bind(digest(token))
-            .fetch_optional(conn)
-            .await?;
-    Ok(row.map(|(tenant_id, role)| Caller {
-        tenant_id,
-        role: if role == "ops" {
-            Role::Ops
-        } else {
-            Role::Agent
-        },
-    }))
+    sqlx::query_as(crate::sql::TOKEN_AUTHENTICATE)
+        .bind(digest_hex(token))
+        .fetch_optional(db)
+        .await
 }

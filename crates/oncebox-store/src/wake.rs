@@ -4,26 +4,27 @@
 //! transactions commit one at a time (measured: intake halves). Submits therefore notify only
 //! while some worker has said it is waiting. The worker's protocol:
 //!
-//! 1. `LISTEN` on [`crate::OUTBOX_CHANNEL`] (kept for the worker's life);
-//! 2. [`register_waiting`], then claim once more — a row committed before the registration was
-//!    visible is found here;
-//! 3. wait for a notification or the polling interval, refreshing the registration;
+//! 1. `LISTEN` on [`crate::OUTBOX_CHANNEL`] (again after every lost connection);
+//! 2. [`register_waiting`], then claim once more — a row committed before the registration (or
+//!    while LISTEN was down) is found here;
+//! 3. wait for a notification or the polling interval, refreshing the registration well within
+//!    the minute after which it stops counting;
 //! 4. [`deregister_waiting`] as soon as a claim returns work.
 //!
 //! A submit whose snapshot predates step 2 and which commits after step 2's claim is found by
 //! the next poll: the polling fallback bounds every wake-up delay. A crashed worker's stale row
 //! stops counting after a minute.
 
-use sqlx::PgConnection;
+use sqlx::PgExecutor;
 
 /// Marks `worker` as waiting for work (or refreshes the mark): submits will NOTIFY.
 ///
 /// # Errors
 /// The database's error.
-pub async fn register_waiting(conn: &mut PgConnection, worker: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(include_str!("../queries/wait_register.sql"))
+pub async fn register_waiting(db: impl PgExecutor<'_>, worker: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(crate::sql::WAIT_REGISTER)
         .bind(worker)
-        .execute(conn)
+        .execute(db)
         .await?;
     Ok(())
 }
@@ -32,10 +33,10 @@ pub async fn register_waiting(conn: &mut PgConnection, worker: &str) -> Result<(
 ///
 /// # Errors
 /// The database's error.
-pub async fn deregister_waiting(conn: &mut PgConnection, worker: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(include_str!("../queries/wait_deregister.sql"))
+pub async fn deregister_waiting(db: impl PgExecutor<'_>, worker: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(crate::sql::WAIT_DEREGISTER)
         .bind(worker)
-        .execute(conn)
+        .execute(db)
         .await?;
     Ok(())
 }

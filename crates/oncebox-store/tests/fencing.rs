@@ -3,18 +3,17 @@
 
 use std::time::Duration;
 
-use oncebox_core::{NewIntent, Status};
+use oncebox_core::{AttemptKind, NewIntent, Status};
 use oncebox_store::{
-    Completion, Intake, Next, Phase, Report, claim, mark_dispatched, record, renew,
+    Completion, Intake, Lease, Next, Phase, Report, claim, mark_dispatched, record, renew,
 };
 use serde_json::json;
 use sqlx::PgPool;
 
 fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
     Completion {
-        intent_id,
+        lease: Lease { intent_id, epoch },
         phase: Phase::Deliver,
-        epoch,
         attempt: 1,
         status: Status::Succeeded,
         response: Some(json!({"by": who})),
@@ -22,7 +21,7 @@ fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
         last_error: None,
         next: Next::Done,
         report: Some(Report {
-            outcome: "succeeded".into(),
+            kind: AttemptKind::Succeeded,
             status_code: Some(201),
             error_code: None,
             detail: None,
@@ -45,7 +44,7 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     let mut conn = pool.acquire().await.expect("conn");
 
     let a = claim(
-        &mut conn,
+        &mut *conn,
         Phase::Deliver,
         "stale",
         10,
@@ -53,13 +52,13 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     )
     .await
     .expect("claim a");
-    assert_eq!(a[0].epoch, 1);
+    assert_eq!(a[0].lease.epoch, 1);
     sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'")
         .execute(&mut *conn)
         .await
         .expect("expire");
     let b = claim(
-        &mut conn,
+        &mut *conn,
         Phase::Deliver,
         "owner",
         10,
@@ -67,21 +66,31 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     )
     .await
     .expect("claim b");
-    assert_eq!((b[0].epoch, b[0].lease_taken_over), (2, true));
+    assert_eq!((b[0].lease.epoch, b[0].lease_taken_over), (2, true));
 
     // The stale worker (epoch 1) is fenced out of every write.
     assert!(
-        mark_dispatched(&mut conn, "stale", &[(id, 1)])
-            .await
-            .expect("mark")
-            .is_empty()
+        mark_dispatched(
+            &mut *conn,
+            "stale",
+            &[Lease {
+                intent_id: id,
+                epoch: 1
+            }]
+        )
+        .await
+        .expect("mark")
+        .is_empty()
     );
     assert!(
         renew(
-            &mut conn,
+            &mut *conn,
             "stale",
             Phase::Deliver,
-            &[(id, 1)],
+            &[Lease {
+                intent_id: id,
+                epoch: 1
+            }],
             Duration::from_secs(30)
         )
         .await
@@ -89,20 +98,20 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
         .is_empty()
     );
     assert!(
-        record(&mut conn, "stale", &[succeeded(id, 1, "stale")])
+        record(&mut *conn, "stale", &[succeeded(id, 1, "stale")])
             .await
             .expect("record")
             .is_empty()
     );
     // Even with the right epoch, another owner's name is refused.
     assert!(
-        record(&mut conn, "stale", &[succeeded(id, 2, "stale")])
+        record(&mut *conn, "stale", &[succeeded(id, 2, "stale")])
             .await
             .expect("record")
             .is_empty()
     );
     let (status, attempts, dispatched): (String, i64, Option<String>) = sqlx::query_as(
-        "SELECT i.status, (SELECT count(*) FROM oncebox.attempts), o.dispatched_at::text
+        "SELECT i.status::text, (SELECT count(*) FROM oncebox.attempts), o.dispatched_at::text
          FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id",
     )
     .fetch_one(&mut *conn)
@@ -116,13 +125,13 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
 
     // The owner's record goes through, whole: journal, report, outbox row gone.
     assert_eq!(
-        record(&mut conn, "owner", &[succeeded(id, 2, "owner")])
+        record(&mut *conn, "owner", &[succeeded(id, 2, "owner")])
             .await
             .expect("record"),
         vec![id]
     );
     let (status, reference, attempts, outbox): (String, String, i64, i64) = sqlx::query_as(
-        "SELECT status, external_reference, (SELECT count(*) FROM oncebox.attempts),
+        "SELECT status::text, external_reference, (SELECT count(*) FROM oncebox.attempts),
                 (SELECT count(*) FROM oncebox.outbox) FROM oncebox.intents",
     )
     .fetch_one(&mut *conn)
@@ -134,7 +143,7 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     );
     // And a late stale write after completion still changes nothing.
     assert!(
-        record(&mut conn, "stale", &[succeeded(id, 1, "stale")])
+        record(&mut *conn, "stale", &[succeeded(id, 1, "stale")])
             .await
             .expect("record")
             .is_empty()

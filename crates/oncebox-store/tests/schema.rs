@@ -1,8 +1,9 @@
-//! The schema: status CHECK, migrations, and claims that are index scans.
+//! The schema: the typed vocabulary and its sets, migrations, and claims that are index scans.
 
 use std::time::Duration;
 
-use oncebox_core::{NewIntent, Status};
+use oncebox_core::{AttemptKind, ErrorCode, NewIntent, Status};
+use oncebox_store::tokens::Role;
 use oncebox_store::{Intake, Phase, claim};
 use serde_json::json;
 use sqlx::PgPool;
@@ -21,7 +22,7 @@ async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(status.as_str())
-            .bind(status.as_str())
+            .bind(status)
             .execute(&pool)
             .await
             .unwrap_or_else(|e| panic!("{status} refused: {e}"));
@@ -33,7 +34,10 @@ async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
     .execute(&pool)
     .await
     .expect_err("unknown status");
-    assert!(bogus.to_string().contains("intents_status"), "{bogus}");
+    assert!(
+        bogus.to_string().contains("oncebox.intent_status"),
+        "the status type refuses it: {bogus}"
+    );
     let long_key = sqlx::query(
         "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
          VALUES ('t', repeat('k', 256), 'a', repeat('0', 64), '{}')",
@@ -57,6 +61,70 @@ async fn status_check_accepts_exactly_the_core_status_set(pool: PgPool) {
             .to_string()
             .contains("intents_completed_iff_terminal")
     );
+}
+
+/// The labels of the enum type `name`, in order.
+async fn labels(pool: &PgPool, name: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT enumlabel::text FROM pg_enum WHERE enumtypid = to_regtype($1) ORDER BY enumsortorder",
+    )
+    .bind(name)
+    .fetch_all(pool)
+    .await
+    .expect("labels")
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn enum_types_have_exactly_the_rust_names(pool: PgPool) {
+    let names = |v: Vec<&str>| v.into_iter().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        labels(&pool, "oncebox.intent_status").await,
+        names(Status::ALL.iter().map(|s| s.as_str()).collect())
+    );
+    assert_eq!(
+        labels(&pool, "oncebox.phase").await,
+        names(Phase::ALL.iter().map(|p| p.as_str()).collect())
+    );
+    assert_eq!(
+        labels(&pool, "oncebox.attempt_kind").await,
+        names(AttemptKind::ALL.iter().map(|k| k.as_str()).collect())
+    );
+    assert_eq!(
+        labels(&pool, "oncebox.error_code").await,
+        names(ErrorCode::ALL.iter().map(|c| c.as_str()).collect())
+    );
+    assert_eq!(
+        labels(&pool, "oncebox.token_role").await,
+        names(Role::ALL.iter().map(|r| r.as_str()).collect())
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_sql_sets_are_the_rust_sets(pool: PgPool) {
+    for status in Status::ALL {
+        let (terminal, settled, dead): (bool, bool, bool) = sqlx::query_as(
+            "SELECT oncebox.is_terminal($1), oncebox.is_settled($1), oncebox.is_dead_letter($1)",
+        )
+        .bind(status)
+        .fetch_one(&pool)
+        .await
+        .expect("sets");
+        assert_eq!(
+            (terminal, settled, dead),
+            (
+                status.is_terminal(),
+                status.is_settled(),
+                status.is_dead_letter()
+            ),
+            "{status}"
+        );
+        let round_trip: Status = sqlx::query_scalar("SELECT $1::oncebox.intent_status")
+            .bind(status)
+            .fetch_one(&pool)
+            .await
+            .expect("round trip");
+        assert_eq!(round_trip, status);
+    }
 }
 
 #[sqlx::test(migrations = false)]
@@ -102,9 +170,9 @@ async fn claim_is_an_index_scan(pool: PgPool) {
         .execute(&pool)
         .await
         .expect("analyze");
-    let sql = format!("EXPLAIN {}", include_str!("../queries/claim.sql"));
+    let sql = format!("EXPLAIN {}", oncebox_store::sql::CLAIM);
     let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-        .bind("deliver")
+        .bind(Phase::Deliver)
         .bind("w1")
         .bind(100_i64)
         .bind(30.0_f64)
@@ -150,34 +218,40 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
     fill(&pool, 50).await;
     let mut c1 = pool.acquire().await.expect("conn");
     let mut c2 = pool.acquire().await.expect("conn");
-    let a = claim(&mut c1, Phase::Deliver, "w1", 30, Duration::from_secs(30))
+    let a = claim(&mut *c1, Phase::Deliver, "w1", 30, Duration::from_secs(30))
         .await
         .expect("claim a");
-    let b = claim(&mut c2, Phase::Deliver, "w2", 30, Duration::from_secs(30))
+    let b = claim(&mut *c2, Phase::Deliver, "w2", 30, Duration::from_secs(30))
         .await
         .expect("claim b");
     assert_eq!(a.len(), 30);
     assert_eq!(b.len(), 20);
-    let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.intent_id).collect();
+    let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.intent_id()).collect();
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 50, "no row leased twice");
     assert!(
         a.iter()
             .chain(&b)
-            .all(|r| r.epoch == 1 && !r.lease_taken_over)
+            .all(|r| r.lease.epoch == 1 && !r.lease_taken_over)
     );
     assert!(
-        claim(&mut c1, Phase::Deliver, "w3", 10, Duration::from_secs(30))
+        claim(&mut *c1, Phase::Deliver, "w3", 10, Duration::from_secs(30))
             .await
             .expect("empty")
             .is_empty()
     );
     assert!(
-        claim(&mut c1, Phase::Reconcile, "w3", 10, Duration::from_secs(30))
-            .await
-            .expect("other phase")
-            .is_empty()
+        claim(
+            &mut *c1,
+            Phase::Reconcile,
+            "w3",
+            10,
+            Duration::from_secs(30)
+        )
+        .await
+        .expect("other phase")
+        .is_empty()
     );
 
     // Expire w1's leases: a new claim takes them over with a higher epoch, flagged.
@@ -185,11 +259,11 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
         .execute(&pool)
         .await
         .expect("expire");
-    let c = claim(&mut c2, Phase::Deliver, "w3", 100, Duration::from_secs(30))
+    let c = claim(&mut *c2, Phase::Deliver, "w3", 100, Duration::from_secs(30))
         .await
         .expect("take over");
     assert_eq!(c.len(), 30);
-    assert!(c.iter().all(|r| r.epoch == 2 && r.lease_taken_over));
+    assert!(c.iter().all(|r| r.lease.epoch == 2 && r.lease_taken_over));
     let owners: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT lease_owner FROM oncebox.outbox ORDER BY 1")
             .fetch_all(&pool)

@@ -158,7 +158,7 @@ async fn same_key_other_arguments_is_a_conflict_and_writes_nothing(pool: PgPool)
     assert_eq!(mine, 0);
     tx.commit().await.expect("commit");
     assert_eq!(counts(&pool).await, (1, 1));
-    let stored = intent_by_key(&mut pool.acquire().await.expect("conn"), "tenant-a", "k1")
+    let stored = intent_by_key(&pool, "tenant-a", "k1")
         .await
         .expect("read")
         .expect("exists");
@@ -382,7 +382,7 @@ async fn waiting_workers_are_notified_at_commit_and_not_on_rollback(pool: PgPool
         .listen(oncebox_store::OUTBOX_CHANNEL)
         .await
         .expect("listen");
-    oncebox_store::register_waiting(&mut pool.acquire().await.expect("conn"), "w1")
+    oncebox_store::register_waiting(&pool, "w1")
         .await
         .expect("register");
 
@@ -437,7 +437,7 @@ async fn no_notify_when_no_worker_waits_or_notify_is_off(pool: PgPool) {
         .await
         .expect("submit");
     // A waiting worker, but this intake never notifies.
-    oncebox_store::register_waiting(&mut conn, "w1")
+    oncebox_store::register_waiting(&mut *conn, "w1")
         .await
         .expect("register");
     let mut tx = pool.begin().await.expect("begin");
@@ -448,7 +448,7 @@ async fn no_notify_when_no_worker_waits_or_notify_is_off(pool: PgPool) {
         .expect("submit");
     tx.commit().await.expect("commit");
     // The worker found work and deregistered.
-    oncebox_store::deregister_waiting(&mut conn, "w1")
+    oncebox_store::deregister_waiting(&mut *conn, "w1")
         .await
         .expect("deregister");
     submit_committed(&pool, invoice("after-deregister"))
@@ -465,7 +465,7 @@ async fn no_notify_when_no_worker_waits_or_notify_is_off(pool: PgPool) {
         .await
         .expect("submit");
     // A live one does.
-    oncebox_store::register_waiting(&mut conn, "w2")
+    oncebox_store::register_waiting(&mut *conn, "w2")
         .await
         .expect("register");
     submit_committed(&pool, invoice("woken"))

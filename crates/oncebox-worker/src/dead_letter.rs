@@ -1,10 +1,10 @@
-//! Dead letters (DESIGN §5): intents that entered `failed`, `expired` or `needs_review` have a
-//! `notify` outbox row, written in the same transaction as that status. This loop publishes
-//! each to the durable topic exchange (routing key = the status), with publisher confirms,
-//! persistent, `message_id = "dlq:" + key`; only a confirmed, routed message deletes its row.
-//! RabbitMQ being down delays dead letters; it never loses them. A message confirmed by the
-//! broker whose confirm was lost in a connection drop can be published twice: consumers
-//! deduplicate on the message id.
+//! Dead letters (docs/architecture.md, "Dead letters"): intents that entered a dead-letter
+//! status (`failed`, `expired`, `needs_review`) have a `notify` outbox row, written in the same
+//! statement as that status. The notifier service publishes each to the durable topic exchange
+//! (routing key = the status), with publisher confirms, persistent, `message_id = "dlq:" + key`;
+//! only a confirmed, routed message deletes its row. RabbitMQ being down delays dead letters; it
+//! never loses them. A message confirmed by the broker whose confirm was lost in a connection
+//! drop can be published twice: consumers deduplicate on the message id.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,15 +15,21 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use oncebox_store::{ClaimedRow, Phase};
+use oncebox_core::Status;
+use oncebox_store::{ClaimedRow, Lease, Phase};
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::worker::WorkerSettings;
+use crate::context::Context;
+use crate::service::Service;
+use crate::settings::NOTIFY_BATCH;
+use crate::wakeup::{Next, sleep_or_stop};
 
-/// The reasons, each with its durable quorum queue `<exchange>.<reason>`.
-pub const REASONS: [&str; 3] = ["failed", "expired", "needs_review"];
+/// The reasons, each with its durable quorum queue `<exchange>.<reason>`: the dead-letter
+/// statuses ([`Status::is_dead_letter`]).
+pub fn reasons() -> impl Iterator<Item = &'static str> {
+    Status::dead_letter_reasons().map(Status::as_str)
+}
 
 /// How long a publish may wait for its confirm before the outcome counts as unknown.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,7 +55,7 @@ pub async fn connect(url: &str, exchange: &str) -> Result<(Connection, Channel),
             FieldTable::default(),
         )
         .await?;
-    for reason in REASONS {
+    for reason in reasons() {
         let queue = format!("{exchange}.{reason}");
         // Quorum queues, as deploy/rabbitmq/definitions.json declares them (a redeclare with
         // other arguments would be refused).
@@ -79,7 +85,7 @@ pub fn message(row: &ClaimedRow) -> Value {
     json!({
         "tenant": row.tenant_id,
         "idempotency_key": row.idempotency_key,
-        "intent_id": row.intent_id,
+        "intent_id": row.intent_id(),
         "action": row.action,
         "status": row.status,
         "last_error": row.last_error.as_ref().map(|j| &j.0),
@@ -125,72 +131,113 @@ async fn publish(channel: &Channel, exchange: &str, row: &ClaimedRow) -> Result<
     }
 }
 
-/// Publishes dead letters until `cancel`, reconnecting with backoff whenever the broker fails.
-pub(crate) async fn notify_loop(
-    pool: PgPool,
-    settings: Arc<WorkerSettings>,
+/// Publishes dead letters until stopped, reconnecting with backoff whenever the broker fails.
+pub(crate) struct Notifier {
     url: String,
-    cancel: CancellationToken,
-) {
-    let exchange = settings.dead_letter_exchange.clone();
-    let mut link: Option<(Connection, Channel)> = None;
-    let mut backoff = Duration::from_millis(200);
-    while !cancel.is_cancelled() {
-        if link.is_none() {
-            match connect(&url, &exchange).await {
-                Ok(l) => {
-                    tracing::info!(%exchange, "dead-letter publisher connected");
-                    link = Some(l);
-                    backoff = Duration::from_millis(200);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "RabbitMQ unreachable; dead letters wait in the outbox");
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(backoff) => {}
+}
+
+impl Notifier {
+    /// A notifier publishing to the broker at `url`.
+    pub(crate) fn new(url: String) -> Notifier {
+        Notifier { url }
+    }
+}
+
+/// The first wait after a broker failure, and the longest.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
+
+impl Service for Notifier {
+    const NAME: &'static str = "notifier";
+
+    async fn run(self, ctx: Arc<Context>, stop: CancellationToken) {
+        let exchange = ctx.settings.dead_letter_exchange.clone();
+        let mut link: Option<(Connection, Channel)> = None;
+        let mut backoff = BACKOFF.0;
+        while !stop.is_cancelled() {
+            crate::crash::panic_in(Self::NAME);
+            let channel = match &link {
+                Some((_, channel)) => channel.clone(),
+                None => match connect(&self.url, &exchange).await {
+                    Ok(l) => {
+                        tracing::info!(%exchange, "dead-letter publisher connected");
+                        let channel = l.1.clone();
+                        link = Some(l);
+                        backoff = BACKOFF.0;
+                        channel
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                    continue;
-                }
-            }
-        }
-        let rows = match pool.acquire().await {
-            Ok(mut conn) => {
-                oncebox_store::claim(&mut conn, Phase::Notify, &settings.id, 50, settings.lease)
-                    .await
-                    .unwrap_or_default()
-            }
-            Err(_) => Vec::new(),
-        };
-        if rows.is_empty() {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(settings.poll_interval) => {}
-            }
-            continue;
-        }
-        let Some((_, channel)) = &link else { continue };
-        let (mut published, mut later) = (Vec::new(), Vec::new());
-        for row in &rows {
-            match publish(channel, &exchange, row).await {
-                Ok(_) => published.push((row.intent_id, row.epoch)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "RabbitMQ unreachable; dead letters wait in the outbox");
+                        if sleep_or_stop(backoff, &stop).await == Next::Stop {
+                            break;
+                        }
+                        backoff = (backoff * 2).min(BACKOFF.1);
+                        continue;
+                    }
+                },
+            };
+            let rows = match oncebox_store::claim(
+                &ctx.pool,
+                Phase::Notify,
+                &ctx.settings.id,
+                NOTIFY_BATCH,
+                ctx.settings.lease(),
+            )
+            .await
+            {
+                Ok(rows) => rows,
                 Err(e) => {
-                    tracing::warn!(key = %row.idempotency_key, error = %e, "dead letter not published; will retry");
-                    later.push((row.intent_id, row.epoch));
+                    tracing::warn!(error = %e, "claiming dead letters failed");
+                    Vec::new()
                 }
+            };
+            if rows.is_empty() {
+                if sleep_or_stop(ctx.settings.poll_interval(), &stop).await == Next::Stop {
+                    break;
+                }
+                continue;
+            }
+            if !publish_batch(&ctx, &channel, &exchange, &rows, backoff).await {
+                // Something is wrong with the broker or the channel: start afresh.
+                link = None;
             }
         }
-        if let Ok(mut conn) = pool.acquire().await {
-            if !published.is_empty() {
-                let _ = oncebox_store::notify_done(&mut conn, &settings.id, &published).await;
-            }
-            if !later.is_empty() {
-                let _ = oncebox_store::notify_later(&mut conn, &settings.id, &later, backoff).await;
-            }
-        }
-        if !later.is_empty() {
-            // Something is wrong with the broker or the channel: start afresh.
-            link = None;
+        if let Some((conn, _)) = link
+            && let Err(e) = conn.close(200, "worker stopping".into()).await
+        {
+            tracing::debug!(error = %e, "closing the dead-letter connection failed");
         }
     }
+}
+
+/// Publishes `rows` and records which went out (deleted) and which wait (rescheduled after
+/// `retry_in`); false when any could not be published.
+async fn publish_batch(
+    ctx: &Context,
+    channel: &Channel,
+    exchange: &str,
+    rows: &[ClaimedRow],
+    retry_in: Duration,
+) -> bool {
+    let (mut published, mut later): (Vec<Lease>, Vec<Lease>) = (Vec::new(), Vec::new());
+    for row in rows {
+        match publish(channel, exchange, row).await {
+            Ok(_) => published.push(row.lease),
+            Err(e) => {
+                tracing::warn!(key = %row.idempotency_key, error = %e, "dead letter not published; will retry");
+                later.push(row.lease);
+            }
+        }
+    }
+    let worker = &ctx.settings.id;
+    if !published.is_empty()
+        && let Err(e) = oncebox_store::notify_done(&ctx.pool, worker, &published).await
+    {
+        tracing::warn!(error = %e, n = published.len(), "published dead letters not marked done; they may be published again (consumers deduplicate on the message id)");
+    }
+    if !later.is_empty()
+        && let Err(e) = oncebox_store::notify_later(&ctx.pool, worker, &later, retry_in).await
+    {
+        tracing::warn!(error = %e, n = later.len(), "unpublished dead letters not rescheduled; they wait for their lease");
+    }
+    later.is_empty()
 }

@@ -4,29 +4,21 @@
 use std::time::{Duration, SystemTime};
 
 use oncebox_core::config::IdempotencyMode;
-use oncebox_core::outcome::AttemptError;
 use oncebox_core::retry::{GiveUpReason, Jitter, RetryDecision};
 use oncebox_core::{DeliveryOutcome, RetryPolicy, Status};
-use oncebox_store::{Completion, Next, Phase, Report};
-use serde_json::json;
+use oncebox_store::{Completion, Lease, Next, Phase, Report};
 
 /// What the worker knows of a claimed delivery when its attempt ends.
 #[derive(Debug, Clone)]
 pub struct Attempted {
-    /// The intent.
-    pub intent_id: i64,
-    /// The claimed epoch.
-    pub epoch: i64,
+    /// The intent and the claimed epoch.
+    pub lease: Lease,
     /// This attempt's number (from 1).
     pub attempt: i32,
     /// The intent's deadline.
     pub deadline: Option<SystemTime>,
     /// How long the attempt took.
     pub elapsed: Duration,
-}
-
-fn error_json(e: &AttemptError) -> serde_json::Value {
-    json!({"code": e.code.as_str(), "detail": e.detail, "status_code": e.status_code})
 }
 
 /// Decides the completion of attempt `a` that ended with `outcome`, at `now`.
@@ -46,89 +38,20 @@ pub fn decide(
     now: SystemTime,
     jitter: &mut impl Jitter,
 ) -> Completion {
-    let report = |detail: Option<String>| Report {
-        outcome: outcome.class().as_str().to_owned(),
-        status_code: match outcome {
-            DeliveryOutcome::Succeeded { status_code, .. } => *status_code,
-            _ => outcome.error().and_then(|e| e.status_code),
-        },
-        error_code: outcome.error().map(|e| e.code.as_str().to_owned()),
-        detail: detail.or_else(|| outcome.error().map(|e| e.detail.clone())),
-        elapsed: a.elapsed,
-    };
     let made = u32::try_from(a.attempt).unwrap_or(u32::MAX);
     let mut retry =
-        |retry_after| policy.next_attempt(made, now, retry_after, a.deadline, &mut *jitter);
-    let delay_until = |t: SystemTime| t.duration_since(now).unwrap_or_default();
-    let last_error = outcome.error().map(error_json);
-
-    let (status, next, detail, response, reference) = match outcome {
-        DeliveryOutcome::Succeeded {
-            response,
-            external_reference,
-            ..
-        } => (
-            Status::Succeeded,
-            Next::Done,
-            None,
-            response.clone(),
-            external_reference.clone(),
-        ),
-        DeliveryOutcome::RetryBeforeExecution { retry_after, error } => match retry(*retry_after) {
-            RetryDecision::RetryAt(t) => (
-                Status::Pending,
-                Next::Retry(delay_until(t)),
-                Some(format!(
-                    "{}; not executed, retry in {:?}",
-                    error.detail,
-                    delay_until(t)
-                )),
-                None,
-                None,
-            ),
-            RetryDecision::GiveUp(GiveUpReason::AttemptsExhausted) => (
-                Status::Failed,
-                Next::Done,
-                Some(format!("{}; {made} attempts made, none left", error.detail)),
-                None,
-                None,
-            ),
-            RetryDecision::GiveUp(GiveUpReason::DeadlineReached) => (
-                Status::Expired,
-                Next::Done,
-                Some(format!(
-                    "{}; the deadline allows no further attempt",
-                    error.detail
-                )),
-                None,
-                None,
-            ),
-        },
-        DeliveryOutcome::Permanent { .. } => (Status::Failed, Next::Done, None, None, None),
+        |retry_after| match policy.next_attempt(made, now, retry_after, a.deadline, &mut *jitter) {
+            RetryDecision::RetryAt(t) => Ok(t.duration_since(now).unwrap_or_default()),
+            RetryDecision::GiveUp(why) => Err(why),
+        };
+    let (status, next, detail) = match outcome {
+        DeliveryOutcome::Succeeded { .. } => (Status::Succeeded, Next::Done, None),
+        DeliveryOutcome::RetryBeforeExecution { retry_after, error } => {
+            not_executed(&error.detail, made, retry(*retry_after))
+        }
+        DeliveryOutcome::Permanent { .. } => (Status::Failed, Next::Done, None),
         DeliveryOutcome::Unknown { error } => match mode {
-            IdempotencyMode::Key => match retry(None) {
-                RetryDecision::RetryAt(t) => (
-                    Status::Unknown,
-                    Next::Retry(delay_until(t)),
-                    Some(format!(
-                        "{}; outcome unknown, re-send with the same key in {:?}",
-                        error.detail,
-                        delay_until(t)
-                    )),
-                    None,
-                    None,
-                ),
-                RetryDecision::GiveUp(_) => (
-                    Status::NeedsReview,
-                    Next::Done,
-                    Some(format!(
-                        "{}; outcome unknown and no attempt left",
-                        error.detail
-                    )),
-                    None,
-                    None,
-                ),
-            },
+            IdempotencyMode::Key => resend(&error.detail, retry(None)),
             IdempotencyMode::Lookup => (
                 Status::Unknown,
                 Next::Reconcile,
@@ -136,8 +59,6 @@ pub fn decide(
                     "{}; outcome unknown, to be looked up",
                     error.detail
                 )),
-                None,
-                None,
             ),
             IdempotencyMode::None => (
                 Status::NeedsReview,
@@ -146,27 +67,90 @@ pub fn decide(
                     "{}; outcome unknown at a destination that neither honours keys nor can be queried",
                     error.detail
                 )),
-                None,
-                None,
             ),
         },
     };
     debug_assert!(legal_from_in_flight(status), "in_flight -> {status}");
+    let (response, external_reference) = match outcome {
+        DeliveryOutcome::Succeeded {
+            response,
+            external_reference,
+            ..
+        } => (response.clone(), external_reference.clone()),
+        _ => (None, None),
+    };
     Completion {
-        intent_id: a.intent_id,
+        lease: a.lease,
         phase: Phase::Deliver,
-        epoch: a.epoch,
         attempt: a.attempt,
         status,
         response,
-        external_reference: reference,
-        last_error,
+        external_reference,
+        last_error: outcome.error().cloned(),
         next,
-        report: Some(report(detail)),
+        report: Some(report(a, outcome, detail)),
     }
 }
 
-/// True when `to` is reachable from `in_flight` directly or through `unknown`.
+/// What a decision sets: the status, the row's fate, and the detail for the report.
+type Decided = (Status, Next, Option<String>);
+
+/// The request definitely did not execute: retry after `delay`, or give up.
+fn not_executed(detail: &str, made: u32, delay: Result<Duration, GiveUpReason>) -> Decided {
+    match delay {
+        Ok(d) => (
+            Status::Pending,
+            Next::Retry(d),
+            Some(format!("{detail}; not executed, retry in {d:?}")),
+        ),
+        Err(GiveUpReason::AttemptsExhausted) => (
+            Status::Failed,
+            Next::Done,
+            Some(format!("{detail}; {made} attempts made, none left")),
+        ),
+        Err(GiveUpReason::DeadlineReached) => (
+            Status::Expired,
+            Next::Done,
+            Some(format!("{detail}; the deadline allows no further attempt")),
+        ),
+    }
+}
+
+/// The outcome is unknown at a key-honouring destination: re-send with the same key after
+/// `delay`, or hand it to a person when no attempt is left.
+fn resend(detail: &str, delay: Result<Duration, GiveUpReason>) -> Decided {
+    match delay {
+        Ok(d) => (
+            Status::Unknown,
+            Next::Retry(d),
+            Some(format!(
+                "{detail}; outcome unknown, re-send with the same key in {d:?}"
+            )),
+        ),
+        Err(_) => (
+            Status::NeedsReview,
+            Next::Done,
+            Some(format!("{detail}; outcome unknown and no attempt left")),
+        ),
+    }
+}
+
+/// The retry-report row of attempt `a`.
+fn report(a: &Attempted, outcome: &DeliveryOutcome, detail: Option<String>) -> Report {
+    Report {
+        kind: outcome.class().kind(),
+        status_code: match outcome {
+            DeliveryOutcome::Succeeded { status_code, .. } => *status_code,
+            _ => outcome.error().and_then(|e| e.status_code),
+        },
+        error_code: outcome.error().map(|e| e.code),
+        detail: detail.or_else(|| outcome.error().map(|e| e.detail.clone())),
+        elapsed: a.elapsed,
+    }
+}
+
+/// True when `to` is reachable from `in_flight` directly or through `unknown` (an unknown
+/// outcome that is re-sent or handed to a person in the same step).
 pub(crate) fn legal_from_in_flight(to: Status) -> bool {
     Status::InFlight.transition(to).is_ok()
         || (Status::InFlight.transition(Status::Unknown).is_ok()
@@ -176,7 +160,7 @@ pub(crate) fn legal_from_in_flight(to: Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oncebox_core::outcome::ErrorCode;
+    use oncebox_core::outcome::{AttemptError, ErrorCode};
     use oncebox_core::retry::RetryAfter;
 
     fn t0() -> SystemTime {
@@ -184,8 +168,10 @@ mod tests {
     }
     fn attempted(attempt: i32, deadline: Option<SystemTime>) -> Attempted {
         Attempted {
-            intent_id: 1,
-            epoch: 3,
+            lease: Lease {
+                intent_id: 1,
+                epoch: 3,
+            },
             attempt,
             deadline,
             elapsed: Duration::from_millis(5),
@@ -219,7 +205,7 @@ mod tests {
         let c = go(&attempted(1, None), &o, IdempotencyMode::None);
         assert_eq!((c.status, c.next), (Status::Succeeded, Next::Done));
         assert_eq!(c.external_reference.as_deref(), Some("r"));
-        assert_eq!(c.epoch, 3);
+        assert_eq!(c.lease.epoch, 3);
     }
 
     #[test]
@@ -269,24 +255,71 @@ mod tests {
         };
         let c = go(&attempted(1, None), &o, IdempotencyMode::Key);
         assert_eq!((c.status, c.next), (Status::Failed, Next::Done));
-        assert_eq!(c.last_error.expect("error")["code"], "http_status");
+        assert_eq!(c.last_error.expect("error").code, ErrorCode::HttpStatus);
     }
 
+    /// Every outcome class, at every destination mode, on a first and a last attempt, with and
+    /// without a deadline that forbids another: `decide` only ever asks for a status the
+    /// transition table allows from `in_flight` (directly, or through `unknown`), and reports
+    /// the attempt under the outcome's own kind.
     #[test]
     fn every_decision_is_a_legal_transition() {
+        let outcomes = [
+            DeliveryOutcome::Succeeded {
+                status_code: Some(200),
+                external_reference: None,
+                response: None,
+            },
+            DeliveryOutcome::RetryBeforeExecution {
+                error: err(ErrorCode::ConnectRefused),
+                retry_after: Some(RetryAfter::Delay(Duration::from_secs(5))),
+            },
+            DeliveryOutcome::Permanent {
+                error: err(ErrorCode::HttpStatus),
+            },
+            DeliveryOutcome::Unknown {
+                error: err(ErrorCode::Timeout),
+            },
+        ];
+        let modes = [
+            IdempotencyMode::Key,
+            IdempotencyMode::Lookup,
+            IdempotencyMode::None,
+        ];
+        let deadlines = [None, Some(t0() + Duration::from_millis(1))];
+        let mut seen = std::collections::BTreeSet::new();
+        for o in &outcomes {
+            for mode in modes {
+                for attempt in [1, 3] {
+                    for deadline in deadlines {
+                        let c = go(&attempted(attempt, deadline), o, mode);
+                        assert!(
+                            legal_from_in_flight(c.status),
+                            "{o:?} at {mode:?}, attempt {attempt}: in_flight -> {}",
+                            c.status
+                        );
+                        assert_eq!(c.report.as_ref().map(|r| r.kind), Some(o.class().kind()));
+                        seen.insert(c.status);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            [
+                Status::Pending,
+                Status::Unknown,
+                Status::NeedsReview,
+                Status::Succeeded,
+                Status::Failed,
+                Status::Expired
+            ],
+            "every reachable decision was exercised"
+        );
         for s in Status::ALL {
-            let expected = matches!(
-                s,
-                Status::Succeeded
-                    | Status::Failed
-                    | Status::Pending
-                    | Status::Unknown
-                    | Status::Expired
-                    | Status::InFlight
-                    | Status::Reconciling
-                    | Status::NeedsReview
-            );
-            assert_eq!(legal_from_in_flight(s), expected, "{s}");
+            let direct_or_through_unknown =
+                Status::InFlight.transition(s).is_ok() || Status::Unknown.transition(s).is_ok();
+            assert_eq!(legal_from_in_flight(s), direct_or_through_unknown, "{s}");
         }
     }
 }

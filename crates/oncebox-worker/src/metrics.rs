@@ -1,17 +1,78 @@
-//! Prometheus metrics of a worker, rendered in the text exposition format and served on
-//! `--metrics-addr` at `/metrics`, beside the probes `/healthz` (alive, loops turning) and
-//! `/readyz` (database reachable).
+//! A worker's Prometheus metrics: every name defined once in [`DEFINITIONS`], rendered in the
+//! text exposition format and served at `/metrics` on `--metrics-addr` (see [`crate::probes`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use oncebox_serve::metric::{Def, Kind};
+
+/// Delivery attempts by destination and outcome class.
+pub const DELIVERIES_TOTAL: Def = Def {
+    name: "oncebox_deliveries_total",
+    kind: Kind::Counter,
+    labels: &["destination", "outcome"],
+    help: "Delivery attempts by destination and outcome.",
+};
+/// Time from sending an attempt to its classified outcome.
+pub const DELIVERY_SECONDS: Def = Def {
+    name: "oncebox_delivery_seconds",
+    kind: Kind::Histogram,
+    labels: &["destination"],
+    help: "Time from sending an attempt to its classified outcome.",
+};
+/// Outbox rows leased per claim.
+pub const CLAIM_BATCH_SIZE: Def = Def {
+    name: "oncebox_claim_batch_size",
+    kind: Kind::Histogram,
+    labels: &[],
+    help: "Outbox rows leased per claim.",
+};
+/// Leases found taken over by another worker.
+pub const LEASES_LOST_TOTAL: Def = Def {
+    name: "oncebox_leases_lost_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Leases found taken over by another worker (work dropped, nothing written).",
+};
+/// Deliver rows ready and unleased.
+pub const READY_DEPTH: Def = Def {
+    name: "oncebox_ready_depth",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Deliver rows ready and unleased (capped at 100000).",
+};
+/// Age of the oldest ready deliver row.
+pub const OLDEST_READY_AGE_SECONDS: Def = Def {
+    name: "oncebox_oldest_ready_age_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Age of the oldest ready deliver row.",
+};
+/// When each worker loop last turned.
+pub const LOOP_HEARTBEAT: Def = Def {
+    name: "oncebox_loop_heartbeat_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &["loop"],
+    help: "When each worker loop last turned.",
+};
+
+/// Every metric a worker exports.
+pub const DEFINITIONS: &[Def] = &[
+    DELIVERIES_TOTAL,
+    DELIVERY_SECONDS,
+    CLAIM_BATCH_SIZE,
+    LEASES_LOST_TOTAL,
+    READY_DEPTH,
+    OLDEST_READY_AGE_SECONDS,
+    LOOP_HEARTBEAT,
+];
+
+/// The delivery loop's name in heartbeats and `/healthz`.
+pub const LOOP_DELIVER: &str = "deliver";
+/// The reconciliation loop's name in heartbeats and `/healthz`.
+pub const LOOP_RECONCILE: &str = "reconcile";
 
 const LATENCY_BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
@@ -75,19 +136,8 @@ pub struct Metrics {
     heartbeats: Mutex<BTreeMap<&'static str, u64>>,
 }
 
-/// What the probes check: how long a loop may go without a turn, and the database to reach.
-#[derive(Clone)]
-pub struct Probes {
-    /// A loop that has not turned for this long is stuck, and `/healthz` answers 503.
-    pub stuck_after: std::time::Duration,
-    /// `/readyz` answers 200 only when a new connection with these options answers `SELECT 1`
-    /// within 2 s. A connection of its own, not one of the pool's: a query abandoned at the
-    /// timeout must not leave a pooled connection in an unknown state.
-    pub database: Option<sqlx::postgres::PgConnectOptions>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Metrics {
@@ -160,120 +210,50 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP oncebox_deliveries_total Delivery attempts by destination and outcome.\n# TYPE oncebox_deliveries_total counter\n");
+        DELIVERIES_TOTAL.header(&mut out);
         for ((dest, outcome), n) in lock(&self.deliveries).iter() {
             let _ = writeln!(
                 out,
-                "oncebox_deliveries_total{{destination=\"{dest}\",outcome=\"{outcome}\"}} {n}"
+                "{}{{destination=\"{dest}\",outcome=\"{outcome}\"}} {n}",
+                DELIVERIES_TOTAL.name
             );
         }
-        out.push_str("# HELP oncebox_delivery_seconds Time from sending an attempt to its classified outcome.\n# TYPE oncebox_delivery_seconds histogram\n");
+        DELIVERY_SECONDS.header(&mut out);
         for (dest, h) in lock(&self.latency).iter() {
             h.render(
                 &mut out,
-                "oncebox_delivery_seconds",
+                DELIVERY_SECONDS.name,
                 &format!("destination=\"{dest}\""),
                 &LATENCY_BUCKETS,
             );
         }
-        out.push_str("# HELP oncebox_claim_batch_size Outbox rows leased per claim.\n# TYPE oncebox_claim_batch_size histogram\n");
-        lock(&self.claim_batch).render(&mut out, "oncebox_claim_batch_size", "", &BATCH_BUCKETS);
-        let _ = writeln!(
-            out,
-            "# HELP oncebox_leases_lost_total Leases found taken over by another worker (work dropped, nothing written).\n# TYPE oncebox_leases_lost_total counter\noncebox_leases_lost_total {}",
-            self.leases_lost.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP oncebox_ready_depth Deliver rows ready and unleased (capped at 100000).\n# TYPE oncebox_ready_depth gauge\noncebox_ready_depth {}",
-            self.ready_depth.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP oncebox_oldest_ready_age_seconds Age of the oldest ready deliver row.\n# TYPE oncebox_oldest_ready_age_seconds gauge\noncebox_oldest_ready_age_seconds {}",
-            self.oldest_ready_ms.load(Ordering::Relaxed) as f64 / 1000.0
-        );
-        out.push_str("# HELP oncebox_loop_heartbeat_timestamp_seconds When each worker loop last turned.\n# TYPE oncebox_loop_heartbeat_timestamp_seconds gauge\n");
+        CLAIM_BATCH_SIZE.header(&mut out);
+        lock(&self.claim_batch).render(&mut out, CLAIM_BATCH_SIZE.name, "", &BATCH_BUCKETS);
+        let scalars = [
+            (
+                LEASES_LOST_TOTAL,
+                self.leases_lost.load(Ordering::Relaxed) as f64,
+            ),
+            (READY_DEPTH, self.ready_depth.load(Ordering::Relaxed) as f64),
+            (
+                OLDEST_READY_AGE_SECONDS,
+                self.oldest_ready_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+            ),
+        ];
+        for (def, value) in scalars {
+            def.header(&mut out);
+            let _ = writeln!(out, "{} {value}", def.name);
+        }
+        LOOP_HEARTBEAT.header(&mut out);
         for (name, ms) in lock(&self.heartbeats).iter() {
             let _ = writeln!(
                 out,
-                "oncebox_loop_heartbeat_timestamp_seconds{{loop=\"{name}\"}} {}",
+                "{}{{loop=\"{name}\"}} {}",
+                LOOP_HEARTBEAT.name,
                 *ms as f64 / 1000.0
             );
         }
         out
-    }
-
-    /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until `cancel`.
-    ///
-    /// # Errors
-    /// The bind error.
-    pub async fn serve(
-        self: Arc<Self>,
-        addr: SocketAddr,
-        probes: Probes,
-        cancel: CancellationToken,
-    ) -> std::io::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr).await?;
-        let bound = listener.local_addr()?;
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    a = listener.accept() => a,
-                };
-                let Ok((mut stream, _)) = accepted else {
-                    continue;
-                };
-                let metrics = self.clone();
-                let probes = probes.clone();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 2048];
-                    let n = stream.read(&mut buf).await.unwrap_or(0);
-                    let head = String::from_utf8_lossy(&buf[..n]);
-                    let path = head.split_whitespace().nth(1).unwrap_or_default();
-                    let path = path.split('?').next().unwrap_or_default();
-                    let get = head.starts_with("GET ");
-                    let (status, body) = match path {
-                        "/metrics" if get => ("200 OK", metrics.render()),
-                        "/healthz" if get => {
-                            let stuck_ms =
-                                u64::try_from(probes.stuck_after.as_millis()).unwrap_or(u64::MAX);
-                            match metrics.liveness(now_ms(), stuck_ms) {
-                                Ok(()) => ("200 OK", "ok\n".to_owned()),
-                                Err(why) => ("503 Service Unavailable", format!("stuck: {why}\n")),
-                            }
-                        }
-                        "/readyz" if get => match &probes.database {
-                            Some(options) => match tokio::time::timeout(
-                                std::time::Duration::from_secs(2),
-                                ready(options),
-                            )
-                            .await
-                            {
-                                Ok(Ok(_)) => ("200 OK", "ready\n".to_owned()),
-                                Ok(Err(e)) => {
-                                    ("503 Service Unavailable", format!("database: {e}\n"))
-                                }
-                                Err(_) => (
-                                    "503 Service Unavailable",
-                                    "database: no answer within 2 s\n".to_owned(),
-                                ),
-                            },
-                            None => ("200 OK", "ready\n".to_owned()),
-                        },
-                        _ if !get => ("405 Method Not Allowed", "GET only\n".to_owned()),
-                        _ => ("404 Not Found", "not found\n".to_owned()),
-                    };
-                    let reply = format!(
-                        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
-        Ok(bound)
     }
 }
 
@@ -284,17 +264,6 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Opens a connection, asks `SELECT 1` and closes it.
-async fn ready(options: &sqlx::postgres::PgConnectOptions) -> Result<i32, sqlx::Error> {
-    use sqlx::Connection as _;
-    let mut conn = sqlx::PgConnection::connect_with(options).await?;
-    let one = sqlx::query_scalar::<_, i32>("SELECT 1")
-        .fetch_one(&mut conn)
-        .await?;
-    let _ = conn.close().await;
-    Ok(one)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,19 +272,49 @@ mod tests {
     fn a_loop_that_stops_turning_is_stuck() {
         let m = Metrics::default();
         assert!(m.liveness(10_000, 1_000).is_ok(), "no loop yet: alive");
-        m.heartbeat("deliver", 9_500);
-        m.heartbeat("reconcile", 5_000);
+        m.heartbeat(LOOP_DELIVER, 9_500);
+        m.heartbeat(LOOP_RECONCILE, 5_000);
         let why = m.liveness(10_000, 1_000).expect_err("reconcile is stuck");
         assert!(
             why.contains("reconcile loop has not turned for 5000 ms"),
             "{why}"
         );
         assert!(!why.contains("deliver"), "{why}");
-        m.loop_ended("reconcile");
+        m.loop_ended(LOOP_RECONCILE);
         assert!(m.liveness(10_000, 1_000).is_ok());
         assert!(
             m.render()
-                .contains("oncebox_loop_heartbeat_timestamp_seconds{loop=\"deliver\"} 9.5")
+                .lines()
+                .any(|l| l == "oncebox_loop_heartbeat_timestamp_seconds{loop=\"deliver\"} 9.5")
         );
+    }
+
+    #[test]
+    fn every_series_rendered_is_defined_once_with_help_and_type() {
+        let m = Metrics::default();
+        m.delivered("billing", "succeeded", 0.01);
+        m.claimed(3);
+        m.heartbeat(LOOP_DELIVER, 1);
+        let text = m.render();
+        for def in DEFINITIONS {
+            assert_eq!(
+                text.lines()
+                    .filter(|l| *l == format!("# TYPE {} {}", def.name, def.kind.as_str()))
+                    .count(),
+                1,
+                "{} declared once",
+                def.name
+            );
+        }
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            assert!(
+                DEFINITIONS
+                    .iter()
+                    .any(|d| name == d.name
+                        || (d.kind == Kind::Histogram && name.starts_with(d.name))),
+                "{name} is not defined"
+            );
+        }
     }
 }

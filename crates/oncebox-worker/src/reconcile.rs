@@ -1,22 +1,21 @@
-//! Reconciliation (DESIGN §5 Unknown): an outcome is unknown at a destination that does not
-//! honour keys, so the effect is looked up by key instead of re-sent blindly.
+//! Reconciliation decisions (docs/architecture.md, "Unknown outcomes"): an outcome is unknown at
+//! a destination that does not honour keys, so the effect is looked up by key instead of re-sent
+//! blindly. Pure: time and jitter are passed in.
 
 use std::time::{Duration, SystemTime};
 
-use oncebox_core::Status;
 use oncebox_core::config::LookupSettings;
 use oncebox_core::retry::Jitter;
+use oncebox_core::{AttemptError, AttemptKind, Status};
 use oncebox_delivery::LookupResult;
-use oncebox_store::{Completion, Next, Phase, Report};
-use serde_json::{Value, json};
+use oncebox_store::{Completion, Lease, Next, Phase, Report};
+use serde_json::Value;
 
 /// A claimed reconciliation.
 #[derive(Debug, Clone)]
 pub struct Reconciling {
-    /// The intent.
-    pub intent_id: i64,
-    /// The claimed epoch.
-    pub epoch: i64,
+    /// The intent and the claimed epoch.
+    pub lease: Lease,
     /// Delivery attempts made so far (a lookup is not one).
     pub attempt: i32,
     /// When the unknown attempt was dispatched.
@@ -40,8 +39,8 @@ pub fn look_again_in(window: Duration, jitter: &mut impl Jitter) -> Duration {
 
 /// Decides what a lookup's result means for the intent.
 ///
-/// `lookup` is `None` when the destination has no lookup configured (then a person decides).
-#[allow(clippy::too_many_arguments)]
+/// `lookup` is `None` when the destination has no lookup configured (then a person decides);
+/// otherwise its settings, the URL looked up and what it found.
 pub fn decide_reconcile(
     r: &Reconciling,
     lookup: Option<(&LookupSettings, &str, &LookupResult)>,
@@ -50,166 +49,204 @@ pub fn decide_reconcile(
     now: SystemTime,
     jitter: &mut impl Jitter,
 ) -> Completion {
-    let done = |status: Status,
-                next: Next,
-                outcome: &str,
-                detail: String,
-                response: Option<Value>,
-                reference: Option<String>| {
-        Completion {
-            intent_id: r.intent_id,
-            phase: Phase::Reconcile,
-            epoch: r.epoch,
-            attempt: r.attempt,
-            status,
-            response,
-            external_reference: reference,
-            last_error: (status != Status::Succeeded)
-                .then(|| json!({"code": outcome, "detail": detail})),
-            next,
-            report: Some(Report {
-                outcome: outcome.into(),
-                status_code: None,
-                error_code: None,
-                detail: Some(detail),
-                elapsed: r.elapsed,
-            }),
-        }
-    };
     let Some((settings, url, result)) = lookup else {
-        return done(
+        return Decision::new(
             Status::NeedsReview,
             Next::Done,
-            "no_lookup",
+            AttemptKind::NoLookup,
             "the outcome is unknown and the destination has no lookup: a person must check".into(),
-            None,
-            None,
-        );
+        )
+        .complete(r);
     };
-    match result {
+    let decision = match result {
         LookupResult::Failed {
             transient: true,
             detail,
         } => {
             let delay = look_again_in(window, jitter);
-            done(
+            Decision::new(
                 Status::Unknown,
                 Next::Retry(delay),
-                "lookup_failed",
+                AttemptKind::LookupFailed,
                 format!("{detail}; looking again in {delay:?}"),
-                None,
-                None,
             )
         }
         LookupResult::Failed {
             transient: false,
             detail,
-        } => done(
+        } => Decision::new(
             Status::NeedsReview,
             Next::Done,
-            "lookup_failed",
+            AttemptKind::LookupFailed,
             format!("{detail}; the lookup cannot answer"),
-            None,
-            None,
         ),
         LookupResult::Found(found) if found.is_empty() => {
-            let since = r
-                .dispatched_at
-                .and_then(|d| now.duration_since(d).ok())
-                .unwrap_or(window);
-            if since >= window {
-                done(
-                    Status::Pending,
-                    Next::Reissue,
-                    "reissue",
-                    format!(
-                        "GET {url} found nothing {since:?} after dispatch (window {window:?}): re-issued with the same key"
-                    ),
-                    None,
-                    None,
-                )
-            } else {
-                let delay = look_again_in(window, jitter);
-                done(
-                    Status::Unknown,
-                    Next::Retry(delay),
-                    "lookup_none",
-                    format!(
-                        "GET {url} found nothing {since:?} after dispatch; inside the {window:?} window, looking again in {delay:?}"
-                    ),
-                    None,
-                    None,
-                )
-            }
+            nothing_found(r, url, window, now, jitter)
         }
-        LookupResult::Found(found) if found.len() > 1 => done(
-            Status::NeedsReview,
-            Next::Done,
-            "lookup_ambiguous",
-            format!("GET {url} found {} effects for one intent", found.len()),
-            Some(Value::Array(found.clone())),
-            None,
-        ),
-        LookupResult::Found(found) => {
-            let object = &found[0];
-            let differing: Vec<&str> = settings
-                .fields
-                .iter()
-                .filter(|p| object.pointer(p) != arguments.pointer(p))
-                .map(String::as_str)
-                .collect();
-            if !differing.is_empty() {
-                return done(
-                    Status::NeedsReview,
-                    Next::Done,
-                    "lookup_mismatch",
-                    format!(
-                        "GET {url} found one effect whose {} differ from the intent",
-                        differing.join(", ")
-                    ),
-                    Some(object.clone()),
-                    None,
-                );
-            }
-            let reference =
-                settings
-                    .reference_pointer
-                    .as_deref()
-                    .and_then(|p| match object.pointer(p) {
-                        Some(Value::String(s)) => Some(s.clone()),
-                        Some(Value::Number(n)) => Some(n.to_string()),
-                        _ => None,
-                    });
-            done(
-                Status::Succeeded,
+        LookupResult::Found(found) if found.len() > 1 => Decision {
+            response: Some(Value::Array(found.clone())),
+            ..Decision::new(
+                Status::NeedsReview,
                 Next::Done,
-                "lookup_found",
-                format!(
-                    "GET {url} found exactly one effect and its {} agree",
-                    if settings.fields.is_empty() {
-                        "(no) fields".into()
-                    } else {
-                        settings.fields.join(", ")
-                    }
-                ),
-                Some(object.clone()),
-                reference,
+                AttemptKind::LookupAmbiguous,
+                format!("GET {url} found {} effects for one intent", found.len()),
             )
+        },
+        LookupResult::Found(found) => one_found(settings, url, &found[0], arguments),
+    };
+    decision.complete(r)
+}
+
+/// What a reconciliation decided, before it becomes a completion.
+struct Decision {
+    status: Status,
+    next: Next,
+    kind: AttemptKind,
+    detail: String,
+    response: Option<Value>,
+    reference: Option<String>,
+}
+
+impl Decision {
+    fn new(status: Status, next: Next, kind: AttemptKind, detail: String) -> Decision {
+        Decision {
+            status,
+            next,
+            kind,
+            detail,
+            response: None,
+            reference: None,
         }
+    }
+
+    /// The completion of reconciliation `r`: every decision but success leaves its kind as the
+    /// intent's last error.
+    fn complete(self, r: &Reconciling) -> Completion {
+        let last_error = (self.status != Status::Succeeded)
+            .then(|| self.kind.error_code())
+            .flatten()
+            .map(|code| AttemptError::new(code, self.detail.clone()));
+        Completion {
+            lease: r.lease,
+            phase: Phase::Reconcile,
+            attempt: r.attempt,
+            status: self.status,
+            response: self.response,
+            external_reference: self.reference,
+            last_error,
+            next: self.next,
+            report: Some(Report {
+                kind: self.kind,
+                status_code: None,
+                error_code: None,
+                detail: Some(self.detail),
+                elapsed: r.elapsed,
+            }),
+        }
+    }
+}
+
+/// Nothing found: inside the consistency window (since dispatch), look again; past it, re-issue
+/// with the same key.
+fn nothing_found(
+    r: &Reconciling,
+    url: &str,
+    window: Duration,
+    now: SystemTime,
+    jitter: &mut impl Jitter,
+) -> Decision {
+    let since = r
+        .dispatched_at
+        .and_then(|d| now.duration_since(d).ok())
+        .unwrap_or(window);
+    if since >= window {
+        return Decision::new(
+            Status::Pending,
+            Next::Reissue,
+            AttemptKind::Reissue,
+            format!(
+                "GET {url} found nothing {since:?} after dispatch (window {window:?}): re-issued with the same key"
+            ),
+        );
+    }
+    let delay = look_again_in(window, jitter);
+    Decision::new(
+        Status::Unknown,
+        Next::Retry(delay),
+        AttemptKind::LookupNone,
+        format!(
+            "GET {url} found nothing {since:?} after dispatch; inside the {window:?} window, looking again in {delay:?}"
+        ),
+    )
+}
+
+/// Exactly one effect found: succeeded when its configured fields agree with the intent's
+/// arguments, needs_review otherwise.
+fn one_found(settings: &LookupSettings, url: &str, object: &Value, arguments: &Value) -> Decision {
+    let differing: Vec<&str> = settings
+        .fields
+        .iter()
+        .map(|p| p.as_str())
+        .filter(|p| object.pointer(p) != arguments.pointer(p))
+        .collect();
+    if !differing.is_empty() {
+        return Decision {
+            response: Some(object.clone()),
+            ..Decision::new(
+                Status::NeedsReview,
+                Next::Done,
+                AttemptKind::LookupMismatch,
+                format!(
+                    "GET {url} found one effect whose {} differ from the intent",
+                    differing.join(", ")
+                ),
+            )
+        };
+    }
+    let reference =
+        settings
+            .reference_pointer
+            .as_ref()
+            .and_then(|p| match object.pointer(p.as_str()) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            });
+    let fields: Vec<&str> = settings.fields.iter().map(|f| f.as_str()).collect();
+    Decision {
+        response: Some(object.clone()),
+        reference,
+        ..Decision::new(
+            Status::Succeeded,
+            Next::Done,
+            AttemptKind::LookupFound,
+            format!(
+                "GET {url} found exactly one effect and its {} agree",
+                if fields.is_empty() {
+                    "(no) fields".to_owned()
+                } else {
+                    fields.join(", ")
+                }
+            ),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oncebox_core::config::{HttpUrl, JsonPointer};
+    use oncebox_core::duration::NonZeroDuration;
+    use serde_json::json;
 
     fn settings() -> LookupSettings {
+        let p = |s: &str| JsonPointer::parse(s.to_owned()).expect("pointer");
         LookupSettings {
-            url: "http://x/find?key={key}".into(),
-            results_pointer: "/data".into(),
-            fields: vec!["/amount".into()],
-            reference_pointer: Some("/id".into()),
-            timeout: Duration::from_secs(5),
+            url: HttpUrl::parse("http://x/find?key={key}".into()).expect("url"),
+            results_pointer: p("/data"),
+            fields: vec![p("/amount")],
+            reference_pointer: Some(p("/id")),
+            timeout: NonZeroDuration::from_secs(5),
         }
     }
     fn t0() -> SystemTime {
@@ -217,8 +254,10 @@ mod tests {
     }
     fn r(dispatched_ago: Duration) -> Reconciling {
         Reconciling {
-            intent_id: 7,
-            epoch: 2,
+            lease: Lease {
+                intent_id: 7,
+                epoch: 2,
+            },
             attempt: 1,
             dispatched_at: Some(t0() - dispatched_ago),
             elapsed: Duration::ZERO,
@@ -245,7 +284,7 @@ mod tests {
         assert_eq!((c.status, c.next), (Status::Succeeded, Next::Done));
         assert_eq!(c.external_reference.as_deref(), Some("inv-1"));
         assert_eq!(c.phase, Phase::Reconcile);
-        assert_eq!(c.report.expect("report").outcome, "lookup_found");
+        assert_eq!(c.report.expect("report").kind, AttemptKind::LookupFound);
     }
 
     #[test]
@@ -266,7 +305,10 @@ mod tests {
             Duration::from_secs(1),
         );
         assert_eq!((two.status, two.next), (Status::NeedsReview, Next::Done));
-        assert_eq!(two.report.expect("report").outcome, "lookup_ambiguous");
+        assert_eq!(
+            two.report.expect("report").kind,
+            AttemptKind::LookupAmbiguous
+        );
         let other = go(
             LookupResult::Found(vec![json!({"amount": "99.00"})]),
             Duration::from_secs(1),
@@ -312,15 +354,60 @@ mod tests {
         assert_eq!((none.status, none.next), (Status::NeedsReview, Next::Done));
     }
 
+    /// Every kind of lookup result, inside and past the window, with and without a lookup:
+    /// `decide_reconcile` only asks for what the table allows from `reconciling`.
     #[test]
     fn every_reconcile_decision_is_allowed_from_reconciling() {
-        for s in [
-            Status::Succeeded,
-            Status::Pending,
-            Status::NeedsReview,
-            Status::Unknown,
-        ] {
-            assert!(Status::Reconciling.transition(s).is_ok(), "{s}");
+        let results = [
+            LookupResult::Found(vec![]),
+            LookupResult::Found(vec![json!({"id": "x", "amount": "10.00"})]),
+            LookupResult::Found(vec![json!({"amount": "99.00"})]),
+            LookupResult::Found(vec![json!({}), json!({})]),
+            LookupResult::Failed {
+                transient: true,
+                detail: "t".into(),
+            },
+            LookupResult::Failed {
+                transient: false,
+                detail: "p".into(),
+            },
+        ];
+        let mut decided = Vec::new();
+        for result in results {
+            for ago in [Duration::from_secs(1), Duration::from_secs(61)] {
+                decided.push(go(result.clone(), ago));
+            }
         }
+        decided.push(decide_reconcile(
+            &r(Duration::ZERO),
+            None,
+            &json!({}),
+            Duration::from_secs(60),
+            t0(),
+            &mut || 0.5,
+        ));
+        for c in &decided {
+            assert!(
+                Status::Reconciling.transition(c.status).is_ok(),
+                "reconciling -> {}",
+                c.status
+            );
+            assert_eq!(
+                c.last_error.is_some(),
+                c.status != Status::Succeeded,
+                "{c:?}"
+            );
+        }
+        let statuses: std::collections::BTreeSet<Status> =
+            decided.iter().map(|c| c.status).collect();
+        assert_eq!(
+            statuses.into_iter().collect::<Vec<_>>(),
+            [
+                Status::Pending,
+                Status::Unknown,
+                Status::NeedsReview,
+                Status::Succeeded
+            ]
+        );
     }
 }

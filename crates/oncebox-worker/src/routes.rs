@@ -4,8 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use oncebox_core::RetryPolicy;
-use oncebox_core::config::DestinationKind;
-use oncebox_core::config::{Config, IdempotencyMode};
+use oncebox_core::config::{Config, Destination, IdempotencyMode};
 use oncebox_delivery::{AmqpDestination, DeliveryRequest, HttpDestination, HttpLookup};
 use tokio::sync::Semaphore;
 
@@ -91,17 +90,19 @@ impl Routes {
             by_dest.insert(
                 name,
                 Arc::new(Route {
-                    destination: match dest.kind {
-                        DestinationKind::Http => Adapter::Http(HttpDestination::new(name, dest)?),
-                        DestinationKind::Amqp => {
-                            Adapter::Amqp(AmqpDestination::new(name, dest, default_amqp_url)?)
+                    destination: match dest {
+                        Destination::Http(h) => Adapter::Http(HttpDestination::new(name, h)?),
+                        Destination::Amqp(a) => {
+                            Adapter::Amqp(AmqpDestination::new(name, a, default_amqp_url)?)
                         }
                     },
-                    policy: dest.retry.policy(),
-                    mode: dest.idempotency,
-                    limit: dest.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
-                    lookup: dest.lookup.as_ref().map(HttpLookup::new),
-                    consistency_window: dest.consistency_window,
+                    policy: dest.retry().policy(),
+                    mode: dest.idempotency(),
+                    limit: dest
+                        .max_in_flight()
+                        .map(|n| Arc::new(Semaphore::new(n.get()))),
+                    lookup: dest.lookup().map(HttpLookup::new),
+                    consistency_window: dest.consistency_window(),
                 }),
             );
         }

@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use oncebox_core::duration::{HumanDuration, NonZeroDuration};
+use oncebox_worker::WorkerSettings;
+use std::num::NonZeroUsize;
 
 const EXIT_CODES: &str = "\
 Exit codes: 0 ok · 1 other failure (database down, I/O) · 2 usage or invalid input \
@@ -64,9 +67,6 @@ pub(crate) enum Command {
     /// Stops on SIGTERM or SIGINT after finishing (or releasing) in-flight work; exit 0.
     #[command(after_help = EXIT_CODES)]
     Worker(WorkerArgs),
-    /// Measure throughput against a raw Postgres baseline run in the same process.
-    #[command(after_help = EXIT_CODES)]
-    Bench(BenchArgs),
     /// Run the end-to-end demonstration with injected faults, in its own database.
     #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
@@ -234,8 +234,8 @@ pub(crate) struct OpsListArgs {
     #[arg(long)]
     pub(crate) action: Option<String>,
     /// Only intents not updated for this long (e.g. 10m, 2h, 7d).
-    #[arg(long, value_parser = duration)]
-    pub(crate) older_than: Option<std::time::Duration>,
+    #[arg(long)]
+    pub(crate) older_than: Option<HumanDuration>,
     /// At most this many.
     #[arg(long, default_value_t = 100)]
     pub(crate) limit: i64,
@@ -288,8 +288,8 @@ pub(crate) struct OpsPurgeArgs {
     #[command(flatten)]
     pub(crate) db: DbArgs,
     /// Retention: remove terminal intents completed longer ago than this (at least 1d).
-    #[arg(long, default_value = "30d", value_parser = duration)]
-    pub(crate) older_than: std::time::Duration,
+    #[arg(long, default_value = "30d")]
+    pub(crate) older_than: HumanDuration,
 }
 
 #[derive(Debug, Args)]
@@ -300,7 +300,7 @@ pub(crate) struct OpsStatsArgs {
     #[arg(long, env = "AMQP_URL", hide_env_values = true)]
     pub(crate) amqp_url: Option<String>,
     /// The dead-letter exchange (queues EXCHANGE.failed, .expired, .needs_review).
-    #[arg(long, default_value = "oncebox.dead-letter")]
+    #[arg(long, default_value_t = WorkerSettings::default().dead_letter_exchange)]
     pub(crate) dead_letter_exchange: String,
 }
 
@@ -312,8 +312,8 @@ pub(crate) struct WorkerArgs {
     #[arg(long, env = "ONCEBOX_CONFIG")]
     pub(crate) config: PathBuf,
     /// Deliveries in flight at once.
-    #[arg(long, default_value_t = 64)]
-    pub(crate) concurrency: usize,
+    #[arg(long, default_value_t = WorkerSettings::default().concurrency)]
+    pub(crate) concurrency: NonZeroUsize,
     /// This worker's name (lease owner, logs, retry report); default host-pid. In Kubernetes,
     /// the pod name.
     #[arg(long, env = "ONCEBOX_WORKER_ID")]
@@ -324,32 +324,28 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Lease length; must exceed every destination timeout by 2 s (e.g. "30s").
-    #[arg(long, default_value = "30s", value_parser = duration)]
-    pub(crate) lease: std::time::Duration,
+    #[arg(long, default_value_t = WorkerSettings::default().lease)]
+    pub(crate) lease: NonZeroDuration,
     /// Poll for work this often when no notification arrives (e.g. "500ms").
-    #[arg(long, default_value = "500ms", value_parser = duration)]
-    pub(crate) poll_interval: std::time::Duration,
+    #[arg(long, default_value_t = WorkerSettings::default().poll_interval)]
+    pub(crate) poll_interval: NonZeroDuration,
     /// On SIGTERM, wait this long for in-flight deliveries before releasing them.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub(crate) grace: std::time::Duration,
+    #[arg(long, default_value_t = HumanDuration(WorkerSettings::default().grace))]
+    pub(crate) grace: HumanDuration,
     /// Rows per claim, at most.
-    #[arg(long, default_value_t = 100)]
-    pub(crate) batch: usize,
+    #[arg(long, default_value_t = WorkerSettings::default().batch)]
+    pub(crate) batch: NonZeroUsize,
     /// RabbitMQ URL for dead letters (e.g. amqp://guest:guest@127.0.0.1:5672/%2f); without it
     /// dead letters wait in the outbox.
     #[arg(long, env = "AMQP_URL", hide_env_values = true)]
     pub(crate) amqp_url: Option<String>,
     /// The dead-letter exchange (topic, durable); queues are EXCHANGE.failed, .expired and
     /// .needs_review.
-    #[arg(long, default_value = "oncebox.dead-letter")]
+    #[arg(long, default_value_t = WorkerSettings::default().dead_letter_exchange)]
     pub(crate) dead_letter_exchange: String,
     /// Run only reconciliation (and dead-letter publishing): claim no deliveries.
     #[arg(long)]
     pub(crate) reconcile_only: bool,
-}
-
-fn duration(s: &str) -> Result<std::time::Duration, String> {
-    oncebox_core::config::parse_duration(s)
 }
 
 #[derive(Debug, Args)]
@@ -375,87 +371,6 @@ pub(crate) struct ShowArgs {
     /// The idempotency key.
     #[arg(long)]
     pub(crate) key: String,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct BenchArgs {
-    #[command(subcommand)]
-    pub(crate) what: BenchWhat,
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum BenchWhat {
-    /// Intents/s and latency of the library submit (begin, submit, commit) — with no worker
-    /// waiting and with one waiting (NOTIFY) — against the raw two-insert transaction of
-    /// shared/bench/intake.sql, run in-process and by pgbench, in alternating rounds.
-    Intake(IntakeBenchArgs),
-    /// Deliveries/s draining a backlog into a local key-honouring no-op receiver, then
-    /// end-to-end latency (submit commit → receiver) at half that rate; against the raw
-    /// claim+complete cycle of shared/bench/cycle.sql run by pgbench in the same run.
-    Deliver(DeliverBenchArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct DeliverBenchArgs {
-    /// Postgres URL; the benchmark creates and drops its own database beside it.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub(crate) database_url: String,
-    /// Intents in the backlog.
-    #[arg(long, default_value_t = 20_000)]
-    pub(crate) intents: usize,
-    /// Worker tasks in flight at once (one in-process worker).
-    #[arg(long, default_value_t = 256)]
-    pub(crate) concurrency: usize,
-    /// Seconds of the paced latency run (and of the pgbench baseline).
-    #[arg(long, default_value_t = 5)]
-    pub(crate) seconds: u64,
-    /// Directory of shared/bench (cycle.sql, fill.sql, setup.sql) for the raw baseline.
-    #[arg(long, default_value = "../shared/bench")]
-    pub(crate) baseline_dir: PathBuf,
-    /// Rows of the raw baseline's backlog (it must not drain within --seconds).
-    #[arg(long, default_value_t = 300_000)]
-    pub(crate) baseline_rows: usize,
-    /// Deliver over AMQP to a scratch RabbitMQ queue instead, against a raw lapin
-    /// publisher-confirm loop (same message, persistent, same confirm window).
-    #[arg(long)]
-    pub(crate) amqp: bool,
-    /// RabbitMQ URL for --amqp.
-    #[arg(
-        long,
-        env = "AMQP_URL",
-        hide_env_values = true,
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub(crate) amqp_url: String,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct IntakeBenchArgs {
-    /// Postgres URL; the benchmark creates and drops its own database beside it.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub(crate) database_url: String,
-    /// Concurrent clients, each with its own connection.
-    #[arg(long, default_value_t = 32)]
-    pub(crate) clients: usize,
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) seconds: u64,
-    /// Rounds; each measures every case once, alternating. Medians are reported.
-    #[arg(long, default_value_t = 3)]
-    pub(crate) rounds: usize,
-    /// Skip the case with a worker waiting, where every submit sends NOTIFY (which serialises
-    /// commits); by default both cases are measured.
-    #[arg(long)]
-    pub(crate) skip_notify_case: bool,
-    /// Directory of shared/bench (intake.sql, setup.sql) for the pgbench baseline; skipped
-    /// when pgbench or the directory is missing.
-    #[arg(long, default_value = "../shared/bench")]
-    pub(crate) baseline_dir: PathBuf,
-    /// Submit through the HTTP API instead: an in-process `oncebox serve` on loopback, each
-    /// client a task posting with `oncebox-client` (keep-alive); compared with the raw
-    /// pgbench intake of the baseline (or the raw SQL transaction when pgbench is missing).
-    #[arg(long)]
-    pub(crate) http: bool,
 }
 
 #[derive(Debug, Args)]

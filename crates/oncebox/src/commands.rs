@@ -135,8 +135,7 @@ pub(crate) fn hash(args: HashArgs, json: bool) -> CliResult {
 
 pub(crate) async fn show(args: ShowArgs, json: bool) -> CliResult {
     let pool = connect(&args.db, 1).await?;
-    let mut conn = pool.acquire().await?;
-    let intent = intent_by_key(&mut conn, &args.tenant, &args.key)
+    let intent = intent_by_key(&pool, &args.tenant, &args.key)
         .await?
         .ok_or_else(|| {
             CliError::NotFound(format!(

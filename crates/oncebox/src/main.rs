@@ -1,11 +1,9 @@
-//! `oncebox`: the one binary — migrate, submit, hash, show, bench, demo.
+//! `oncebox`: the one binary — migrate, submit, hash, show, serve, worker, ops, demo, receiver.
+//! (The benchmarks are a binary of their own: `oncebox-bench`.)
 //!
 //! Exit codes (documented in `--help` and the README): 0 ok, 1 other failure, 2 usage or invalid
 //! input, 3 conflict, 4 not found.
 
-mod bench;
-mod bench_deliver;
-mod bench_http;
 mod cli;
 mod commands;
 mod demo;
@@ -13,7 +11,6 @@ mod exit;
 mod ops;
 mod output;
 mod run_worker;
-mod scratch;
 
 use std::process::ExitCode;
 
@@ -44,7 +41,6 @@ fn main() -> ExitCode {
             Command::Worker(args) => run_worker::run(args).await,
             Command::Ops(cmd) => ops::run(cmd, json).await,
             Command::Serve(args) => serve(args).await,
-            Command::Bench(args) => bench::run(args, json).await,
             Command::Demo(args) => demo::run(args, json).await,
             Command::Receiver(args) => receiver(args).await,
         }
@@ -57,7 +53,6 @@ fn main() -> ExitCode {
 
 /// `oncebox serve`: the HTTP API until SIGTERM or SIGINT.
 async fn serve(args: cli::ServeArgs) -> exit::CliResult {
-    use anyhow::Context;
     let config = commands::load_config(&args.config)?;
     let pool = commands::connect(&args.db, args.db_connections).await?;
     let state =
@@ -69,10 +64,13 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
             exit::CliError::usage("listen", format!("cannot listen on {}: {e}", args.listen))
         })?;
     tracing::info!(addr = %args.listen, "serving the API");
-    axum::serve(listener, oncebox_api::router(state))
-        .with_graceful_shutdown(commands::wait_for_signal())
-        .await
-        .context("the API server failed")?;
+    oncebox_serve::serve(
+        listener,
+        oncebox_api::router(state),
+        oncebox_serve::Limits::default(),
+        commands::wait_for_signal(),
+    )
+    .await;
     Ok(())
 }
 
@@ -105,8 +103,10 @@ async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colours only for a person at a terminal: a log file or collector gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -6,12 +6,20 @@ use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use oncebox_core::Status;
 use oncebox_store::ops::{self, ListFilter, OpsError, Resolution};
+use oncebox_store::tokens::{self, Role};
+use oncebox_store::{Intent, ops::AttemptRow};
 use serde_json::json;
 
-use crate::cli::{OpsCommand, OpsTarget};
+use crate::cli::{
+    OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand, TokenCreateArgs,
+    TokenRevokeArgs,
+};
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
 use crate::output;
+
+/// The shortest retention `purge` accepts: a purged key can be used again.
+const MIN_RETENTION: Duration = Duration::from_secs(86_400);
 
 impl From<OpsError> for CliError {
     fn from(e: OpsError) -> Self {
@@ -25,73 +33,14 @@ impl From<OpsError> for CliError {
 
 pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
     match cmd {
-        OpsCommand::List(a) => {
-            let status = a
-                .status
-                .as_deref()
-                .map(str::parse::<Status>)
-                .transpose()
-                .map_err(|e| CliError::usage("status", format!("status: {e}")))?;
-            let pool = connect(&a.db, 1).await?;
-            let filter = ListFilter {
-                status,
-                tenant_id: a.tenant,
-                action: a.action,
-                older_than: a.older_than,
-                limit: a.limit,
-            };
-            let intents = ops::list(&mut *pool.acquire().await?, &filter).await?;
-            if json_out {
-                println!("{}", json!(intents));
-            } else {
-                println!(
-                    "{:>8}  {:<12}  {:<13}  {:<16}  {:>8}  {:<25}  key",
-                    "id", "tenant", "status", "action", "attempts", "updated"
-                );
-                for i in &intents {
-                    println!(
-                        "{:>8}  {:<12}  {:<13}  {:<16}  {:>8}  {:<25}  {}",
-                        i.id,
-                        i.tenant_id,
-                        i.status.as_str(),
-                        i.action,
-                        i.attempt_count,
-                        i.updated_at.format("%Y-%m-%d %H:%M:%S%.3f"),
-                        i.idempotency_key
-                    );
-                }
-                println!("{} intent(s)", intents.len());
-            }
-        }
-        OpsCommand::Show(t) => {
-            let pool = connect(&t.db, 1).await?;
-            let mut conn = pool.acquire().await?;
-            let intent = ops::find(&mut conn, &t.key, t.tenant.as_deref()).await?;
-            let history = ops::history(&mut conn, intent.id).await?;
-            if json_out {
-                println!("{}", json!({"intent": intent, "history": history}));
-            } else {
-                output::intent(&intent, false);
-                println!("  history:");
-                for h in &history {
-                    println!(
-                        "    #{:<3} {:<9} epoch {:<3} {:<24} {:<22} {}",
-                        h.attempt,
-                        h.phase,
-                        h.epoch,
-                        h.worker,
-                        h.outcome.as_deref().unwrap_or("-"),
-                        h.detail.as_deref().unwrap_or("")
-                    );
-                }
-            }
-        }
+        OpsCommand::List(a) => list(a, json_out).await,
+        OpsCommand::Show(t) => show(t, json_out).await,
         OpsCommand::Retry(a) => {
             let why = a.reason.clone();
             change(&a.target, json_out, |tx, id, actor| {
                 Box::pin(async move { ops::retry(tx, id, &actor, &why).await })
             })
-            .await?;
+            .await
         }
         OpsCommand::Resolve(a) => {
             let resolution = if a.succeeded {
@@ -106,136 +55,201 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
             change(&a.target, json_out, |tx, id, actor| {
                 Box::pin(async move { ops::resolve(tx, id, &resolution, &actor).await })
             })
-            .await?;
+            .await
         }
         OpsCommand::Cancel(t) => {
             change(&t, json_out, |tx, id, actor| {
                 Box::pin(async move { ops::cancel(tx, id, &actor).await })
             })
-            .await?;
+            .await
         }
-        OpsCommand::Purge(a) => {
-            if a.older_than < Duration::from_secs(86_400) {
-                return Err(CliError::usage(
-                    "older_than",
-                    "--older-than must be at least 1d: a purged key can be reused, so retention must outlast every retry",
-                ));
-            }
-            let pool = connect(&a.db, 1).await?;
-            let removed = ops::purge(&mut *pool.acquire().await?, a.older_than).await?;
-            if json_out {
-                println!(
-                    "{}",
-                    json!({"purged": removed, "older_than_seconds": a.older_than.as_secs()})
-                );
-            } else {
-                println!(
-                    "purged {removed} terminal intent(s) completed more than {:?} ago",
-                    a.older_than
-                );
-            }
-        }
-        OpsCommand::Token(crate::cli::TokenCommand::Revoke(a)) => {
-            let token = if a.token == "-" {
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .map_err(|e| CliError::usage("token", format!("cannot read stdin: {e}")))?;
-                line.trim().to_owned()
-            } else {
-                a.token.trim().to_owned()
-            };
-            if token.is_empty() {
-                return Err(CliError::usage("token", "the token is empty"));
-            }
-            let pool = connect(&a.db, 1).await?;
-            if !oncebox_store::tokens::revoke_token(&mut *pool.acquire().await?, &token).await? {
-                return Err(CliError::NotFound("no live token matches".into()));
-            }
-            if json_out {
-                println!("{}", json!({"revoked": true}));
-            } else {
-                eprintln!("revoked");
-            }
-        }
-        OpsCommand::Token(crate::cli::TokenCommand::Create(a)) => {
-            oncebox_core::key::validate_token(&a.tenant, 128)
-                .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
-            let role = if a.role == "ops" {
-                oncebox_store::tokens::Role::Ops
-            } else {
-                oncebox_store::tokens::Role::Agent
-            };
-            let pool = connect(&a.db, 1).await?;
-            let token = oncebox_store::tokens::create_token(
-                &mut *pool.acquire().await?,
-                &a.tenant,
-                role,
-                a.label.as_deref(),
-            )
-            .await?;
-            if json_out {
-                println!(
-                    "{}",
-                    json!({"token": token, "tenant": a.tenant, "role": a.role})
-                );
-            } else {
-                println!("{token}");
-                eprintln!("(shown once: store it now; oncebox keeps only its hash)");
-            }
-        }
-        OpsCommand::Stats(a) => {
-            let pool = connect(&a.db, 1).await?;
-            let stats = ops::stats(&mut *pool.acquire().await?).await?;
-            let queues = match &a.amqp_url {
-                Some(url) => Some(queue_depths(url, &a.dead_letter_exchange).await),
-                None => None,
-            };
-            if json_out {
-                println!("{}", json!({"stats": stats, "dead_letter_queues": queues}));
-            } else {
-                println!("intents by status:");
-                for (s, n) in &stats.by_status {
-                    println!("  {s:<14} {n:>10}");
-                }
-                println!("outbox by phase:");
-                for (p, n) in &stats.outbox {
-                    println!("  {p:<14} {n:>10}");
-                }
-                println!("oldest ready delivery: {:.1} s", stats.oldest_ready_seconds);
-                match queues {
-                    Some(q) => {
-                        println!("dead-letter queues:");
-                        for (name, depth) in q {
-                            println!(
-                                "  {name:<40} {}",
-                                depth.map_or("unavailable".into(), |d| d.to_string())
-                            );
-                        }
-                    }
-                    None => println!("dead-letter queues: set AMQP_URL to read their depths"),
-                }
-            }
-        }
+        OpsCommand::Purge(a) => purge(a, json_out).await,
+        OpsCommand::Token(TokenCommand::Create(a)) => token_create(a, json_out).await,
+        OpsCommand::Token(TokenCommand::Revoke(a)) => token_revoke(a, json_out).await,
+        OpsCommand::Stats(a) => stats(a, json_out).await,
+    }
+}
+
+async fn list(a: OpsListArgs, json_out: bool) -> CliResult {
+    let status = a
+        .status
+        .as_deref()
+        .map(str::parse::<Status>)
+        .transpose()
+        .map_err(|e| CliError::usage("status", format!("status: {e}")))?;
+    let pool = connect(&a.db, 1).await?;
+    let filter = ListFilter {
+        status,
+        tenant_id: a.tenant,
+        action: a.action,
+        older_than: a.older_than.map(|d| d.get()),
+        limit: a.limit,
+    };
+    let intents = ops::list(&pool, &filter).await?;
+    if json_out {
+        println!("{}", json!(intents));
+        return Ok(());
+    }
+    println!(
+        "{:>8}  {:<12}  {:<13}  {:<16}  {:>8}  {:<25}  key",
+        "id", "tenant", "status", "action", "attempts", "updated"
+    );
+    for i in &intents {
+        println!(
+            "{:>8}  {:<12}  {:<13}  {:<16}  {:>8}  {:<25}  {}",
+            i.id,
+            i.tenant_id,
+            i.status.as_str(),
+            i.action,
+            i.attempt_count,
+            i.updated_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            i.idempotency_key
+        );
+    }
+    println!("{} intent(s)", intents.len());
+    Ok(())
+}
+
+async fn show(t: OpsTarget, json_out: bool) -> CliResult {
+    let pool = connect(&t.db, 1).await?;
+    let intent = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
+    let history = ops::history(&pool, intent.id).await?;
+    if json_out {
+        println!("{}", json!({"intent": intent, "history": history}));
+    } else {
+        output::intent(&intent, false);
+        print_history(&history);
     }
     Ok(())
 }
 
-type Change<'a> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<oncebox_store::Intent, OpsError>> + Send + 'a>,
->;
+fn print_history(history: &[AttemptRow]) {
+    println!("  history:");
+    for h in history {
+        println!(
+            "    #{:<3} {:<9} epoch {:<3} {:<24} {:<22} {}",
+            h.attempt,
+            h.phase_name(),
+            h.epoch,
+            h.worker,
+            h.outcome.map_or("-", |k| k.as_str()),
+            h.detail.as_deref().unwrap_or("")
+        );
+    }
+}
+
+async fn purge(a: OpsPurgeArgs, json_out: bool) -> CliResult {
+    let older_than = a.older_than.get();
+    if older_than < MIN_RETENTION {
+        return Err(CliError::usage(
+            "older_than",
+            "--older-than must be at least 1d: a purged key can be reused, so retention must outlast every retry",
+        ));
+    }
+    let pool = connect(&a.db, 1).await?;
+    let removed = ops::purge(&pool, older_than).await?;
+    if json_out {
+        println!(
+            "{}",
+            json!({"purged": removed, "older_than_seconds": older_than.as_secs()})
+        );
+    } else {
+        println!(
+            "purged {removed} terminal intent(s) completed more than {} ago",
+            a.older_than
+        );
+    }
+    Ok(())
+}
+
+async fn token_create(a: TokenCreateArgs, json_out: bool) -> CliResult {
+    oncebox_core::key::validate_token(&a.tenant, oncebox_core::intent::MAX_TENANT_LEN)
+        .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
+    let role: Role = a.role.parse().map_err(|e| CliError::usage("role", e))?;
+    let pool = connect(&a.db, 1).await?;
+    let token = tokens::create_token(&pool, &a.tenant, role, a.label.as_deref()).await?;
+    if json_out {
+        println!(
+            "{}",
+            json!({"token": token, "tenant": a.tenant, "role": role})
+        );
+    } else {
+        println!("{token}");
+        eprintln!("(shown once: store it now; oncebox keeps only its hash)");
+    }
+    Ok(())
+}
+
+async fn token_revoke(a: TokenRevokeArgs, json_out: bool) -> CliResult {
+    let token = if a.token == "-" {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(|e| CliError::usage("token", format!("cannot read stdin: {e}")))?;
+        line.trim().to_owned()
+    } else {
+        a.token.trim().to_owned()
+    };
+    if token.is_empty() {
+        return Err(CliError::usage("token", "the token is empty"));
+    }
+    let pool = connect(&a.db, 1).await?;
+    if !tokens::revoke_token(&pool, &token).await? {
+        return Err(CliError::NotFound("no live token matches".into()));
+    }
+    if json_out {
+        println!("{}", json!({"revoked": true}));
+    } else {
+        eprintln!("revoked");
+    }
+    Ok(())
+}
+
+async fn stats(a: OpsStatsArgs, json_out: bool) -> CliResult {
+    let pool = connect(&a.db, 1).await?;
+    let stats = ops::stats(&mut *pool.acquire().await?).await?;
+    let queues = match &a.amqp_url {
+        Some(url) => Some(queue_depths(url, &a.dead_letter_exchange).await),
+        None => None,
+    };
+    if json_out {
+        println!("{}", json!({"stats": stats, "dead_letter_queues": queues}));
+        return Ok(());
+    }
+    println!("intents by status:");
+    for (s, n) in &stats.by_status {
+        println!("  {:<14} {n:>10}", s.as_str());
+    }
+    println!("outbox by phase:");
+    for (p, n) in &stats.outbox {
+        println!("  {:<14} {n:>10}", p.as_str());
+    }
+    println!("oldest ready delivery: {:.1} s", stats.oldest_ready_seconds);
+    match queues {
+        Some(q) => {
+            println!("dead-letter queues:");
+            for (name, depth) in q {
+                println!(
+                    "  {name:<40} {}",
+                    depth.map_or("unavailable".into(), |d| d.to_string())
+                );
+            }
+        }
+        None => println!("dead-letter queues: set AMQP_URL to read their depths"),
+    }
+    Ok(())
+}
+
+type Change<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Intent, OpsError>> + Send + 'a>>;
 
 /// Finds the target, applies `f` in one transaction, commits, prints the intent.
 async fn change<F>(t: &OpsTarget, json_out: bool, f: F) -> CliResult
 where
-    F: for<'a> FnOnce(
-        &'a mut sqlx::Transaction<'static, sqlx::Postgres>,
-        i64,
-        String,
-    ) -> Change<'a>,
+    F: for<'a> FnOnce(&'a mut sqlx::PgConnection, i64, String) -> Change<'a>,
 {
     let pool = connect(&t.db, 1).await?;
-    let target = ops::find(&mut *pool.acquire().await?, &t.key, t.tenant.as_deref()).await?;
+    let target = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
     let mut tx = pool.begin().await?;
     let intent = f(&mut tx, target.id, format!("ops:{}", t.actor)).await?;
     tx.commit().await?;
@@ -245,31 +259,42 @@ where
 
 /// Message counts of the dead-letter queues (passive declare: nothing is created).
 async fn queue_depths(url: &str, exchange: &str) -> Vec<(String, Option<u32>)> {
+    let conn = match lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reach RabbitMQ for the dead-letter queue depths");
+            None
+        }
+    };
     let mut out = Vec::new();
-    let conn = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
-        .await
-        .ok();
-    for reason in oncebox_worker::REASONS {
+    for reason in oncebox_worker::reasons() {
         let name = format!("{exchange}.{reason}");
         let depth = match &conn {
-            Some(c) => match c.create_channel().await {
-                Ok(ch) => ch
-                    .queue_declare(
-                        name.as_str().into(),
-                        QueueDeclareOptions {
-                            passive: true,
-                            ..QueueDeclareOptions::default()
-                        },
-                        FieldTable::default(),
-                    )
-                    .await
-                    .ok()
-                    .map(|q| q.message_count()),
-                Err(_) => None,
-            },
+            Some(c) => queue_depth(c, &name).await,
             None => None,
         };
         out.push((name, depth));
     }
+    if let Some(c) = conn
+        && let Err(e) = c.close(200, "done".into()).await
+    {
+        tracing::debug!(error = %e, "closing the RabbitMQ connection failed");
+    }
     out
+}
+
+async fn queue_depth(conn: &lapin::Connection, name: &str) -> Option<u32> {
+    let channel = conn.create_channel().await.ok()?;
+    channel
+        .queue_declare(
+            name.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .ok()
+        .map(|q| q.message_count())
 }

@@ -43,7 +43,9 @@ fn print_intent(i: &Intent) {
         ("external ref", opt(&i.external_reference)),
         (
             "last error",
-            i.last_error.as_ref().map_or("-".into(), |e| e.to_string()),
+            i.last_error
+                .as_ref()
+                .map_or("-".into(), |e| serde_json::json!(e).to_string()),
         ),
         ("business ref", opt(&i.business_ref)),
         (

@@ -2,12 +2,16 @@
 
 use std::sync::Arc;
 
-use oncebox_worker::{Metrics, Routes, WorkerSettings};
+use oncebox_worker::{Metrics, Probes, Routes, WorkerError, WorkerSettings};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::WorkerArgs;
 use crate::commands::load_config;
 use crate::exit::{CliError, CliResult};
+
+/// Postgres connections of a worker: claims, dispatch marks, up to three batched records, lease
+/// renewal, reconciliation, dead letters, the gauges and the LISTEN connection share them.
+const WORKER_CONNECTIONS: u32 = 8;
 
 pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     let mut config = load_config(&args.config)?;
@@ -16,36 +20,42 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         .map_err(|e| CliError::usage(e.field.clone(), e.to_string()))?;
     let routes = Routes::from_config(&config, args.amqp_url.as_deref())
         .map_err(|e| CliError::usage("destinations", e.to_string()))?;
-    if args.concurrency == 0 || args.batch == 0 {
-        return Err(CliError::usage(
-            "concurrency",
-            "--concurrency and --batch must be at least 1",
-        ));
-    }
-    let id = args.id.unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-        format!("{}-{}", host.trim(), std::process::id())
-    });
-    // Claims, dispatch marks, records, renewals and the LISTEN connection each take a connection.
-    let pool =
-        oncebox_store::connect_worker(&args.db.database_url, 8, std::time::Duration::from_secs(5))
-            .await
-            .map_err(|e| {
-                CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
-            })?;
+    let settings = WorkerSettings {
+        id: args.id.unwrap_or_else(default_id),
+        concurrency: args.concurrency,
+        batch: args.batch,
+        lease: args.lease,
+        poll_interval: args.poll_interval,
+        grace: args.grace.get(),
+        amqp_url: args.amqp_url,
+        dead_letter_exchange: args.dead_letter_exchange,
+        deliver: !args.reconcile_only,
+        ..WorkerSettings::default()
+    };
+    settings
+        .check(routes.longest_timeout())
+        .map_err(|m| CliError::usage("lease", m))?;
+    let pool = oncebox_store::connect_worker(
+        &args.db.database_url,
+        WORKER_CONNECTIONS,
+        std::time::Duration::from_secs(5),
+    )
+    .await
+    .map_err(|e| {
+        CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
+    })?;
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     if let Some(addr) = args.metrics_addr {
         // A loop turns at least every poll interval, or when a delivery or lookup (each shorter
         // than the lease) ends, or a database call fails (acquiring waits at most 5 s): three
         // leases without a turn means it is stuck.
-        let probes = oncebox_worker::Probes {
-            stuck_after: args.lease * 3 + args.poll_interval,
+        let probes = Probes {
+            stuck_after: settings.lease() * 3 + settings.poll_interval(),
             database: Some((*pool.connect_options()).clone()),
+            limits: oncebox_serve::Limits::default(),
         };
-        let bound = metrics
-            .clone()
-            .serve(addr, probes, cancel.clone())
+        let bound = oncebox_worker::serve_probes(metrics.clone(), addr, probes, cancel.clone())
             .await
             .map_err(|e| {
                 CliError::usage("metrics_addr", format!("cannot listen on {addr}: {e}"))
@@ -58,22 +68,16 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         tracing::info!("signal received: stopping");
         stop.cancel();
     });
-    let settings = WorkerSettings {
-        id,
-        concurrency: args.concurrency,
-        batch: args.batch,
-        lease: args.lease,
-        poll_interval: args.poll_interval,
-        grace: args.grace,
-        amqp_url: args.amqp_url,
-        dead_letter_exchange: args.dead_letter_exchange,
-        deliver: !args.reconcile_only,
-        ..WorkerSettings::default()
-    };
     oncebox_worker::run(pool, routes, settings, metrics, cancel)
         .await
         .map_err(|e| match e {
-            oncebox_worker::WorkerError::Settings(m) => CliError::usage("lease", m),
+            WorkerError::Settings(m) => CliError::usage("lease", m),
             other => CliError::Other(other.into()),
         })
+}
+
+/// `host-pid`: unique per process on a machine.
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
 }

@@ -1,6 +1,5 @@
-//! `oncebox bench`: throughput measured side by side with a raw baseline in the same run, in
-//! alternating rounds, reported as medians and ratios (the machine is noisy; absolute numbers
-//! mean little, ratios measured together do).
+//! `oncebox-bench intake`: the library submit against the raw two-insert transaction, run
+//! in-process and by pgbench, in alternating rounds.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -8,40 +7,25 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use oncebox_core::NewIntent;
 use oncebox_store::Intake;
+use oncebox_store::scratch::ScratchDb;
 use serde_json::{Value, json};
 use sqlx::{Acquire, PgPool};
 
-use crate::cli::{BenchArgs, BenchWhat, IntakeBenchArgs};
-use crate::exit::{CliError, CliResult};
-use crate::scratch::ScratchDb;
+use crate::IntakeArgs;
+use crate::baseline::{Scripts, pgbench_available};
+use crate::queries;
 
-/// The raw reference tables, as in shared/bench/setup.sql.
-pub(crate) const BASELINE_SETUP: &str = "
-CREATE TABLE baseline_journal (
-  id bigserial PRIMARY KEY, tenant_id text NOT NULL, idempotency_key text NOT NULL,
-  request_hash text NOT NULL, payload jsonb NOT NULL, status text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
-  UNIQUE (tenant_id, idempotency_key));
-CREATE TABLE baseline_outbox (
-  id bigserial PRIMARY KEY, intent_id bigint NOT NULL, available_at timestamptz NOT NULL DEFAULT now(),
-  lease_owner text, lease_expires_at timestamptz, epoch bigint NOT NULL DEFAULT 0);
-CREATE INDEX baseline_outbox_ready ON baseline_outbox (available_at) WHERE lease_owner IS NULL;";
-
-/// The two inserts of shared/bench/intake.sql, with the key bound instead of pgbench's random().
-const BASELINE_INTAKE: &str = "
-WITH j AS (
-  INSERT INTO baseline_journal (tenant_id, idempotency_key, request_hash, payload, status)
-  VALUES ('tenant-42', $1, 'ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12',
-          '{\"action\":\"create_invoice\",\"arguments\":{\"order_id\":\"order-8172\",\"amount\":\"12500.00\",\"currency\":\"RUB\"}}',
-          'pending')
-  ON CONFLICT DO NOTHING RETURNING id)
-INSERT INTO baseline_outbox (intent_id) SELECT id FROM j";
-
-pub(crate) async fn run(args: BenchArgs, json: bool) -> CliResult {
-    match args.what {
-        BenchWhat::Intake(a) => intake(a, json).await,
-        BenchWhat::Deliver(a) => crate::bench_deliver::run(a, json).await,
-    }
+/// Runs the intake benchmark in a scratch database of its own.
+pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
+    let scratch = ScratchDb::create(
+        &a.database_url,
+        &format!("oncebox_bench_{}", std::process::id()),
+        true,
+    )
+    .await?;
+    let result = intake_rounds(&a, &scratch, json).await;
+    scratch.drop_db().await?;
+    result
 }
 
 /// What one measurement produced.
@@ -58,59 +42,33 @@ pub(crate) enum Load {
     RawSql,
 }
 
-async fn intake(a: IntakeBenchArgs, json: bool) -> CliResult {
-    if a.clients == 0 || a.seconds == 0 || a.rounds == 0 {
-        return Err(CliError::usage(
-            "clients",
-            "--clients, --seconds and --rounds must be at least 1",
-        ));
-    }
-    let scratch = ScratchDb::create(
-        &a.database_url,
-        &format!("oncebox_bench_{}", std::process::id()),
-    )
-    .await?;
-    let result = if a.http {
-        crate::bench_http::intake_rounds(&a, &scratch, json).await
-    } else {
-        intake_rounds(&a, &scratch, json).await
-    };
-    scratch.drop_db().await?;
-    result
-}
-
-async fn intake_rounds(a: &IntakeBenchArgs, scratch: &ScratchDb, json: bool) -> CliResult {
-    let pool = scratch
-        .pool(u32::try_from(a.clients + 1).unwrap_or(u32::MAX))
-        .await?;
-    sqlx::raw_sql(BASELINE_SETUP).execute(&pool).await?;
+async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyhow::Result<()> {
+    let pool = scratch.pool(a.clients + 1).await?;
+    sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
     let intake = Intake::from_actions([("create_invoice".to_owned(), vec![])]);
-    let pgbench_script = a.baseline_dir.join("intake.sql");
-    let pgbench = pgbench_available() && pgbench_script.exists();
+    let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
+    let pgbench_script = scripts.get("intake.sql").filter(|_| pgbench_available());
     let secs = Duration::from_secs(a.seconds);
+    let clients = a.clients as usize;
 
     let (mut ours, mut notified, mut raw, mut pg) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for round in 0..a.rounds {
+    for round in 0..a.rounds as usize {
         reset(&pool).await?;
-        ours.push(measure(&pool, Load::Oncebox(intake.clone()), a.clients, secs, round).await?);
+        ours.push(measure(&pool, Load::Oncebox(intake.clone()), clients, secs, round).await?);
         if !a.skip_notify_case {
             reset(&pool).await?;
             let waiter = WaitingWorker::start(&pool).await?;
             notified
-                .push(measure(&pool, Load::Oncebox(intake.clone()), a.clients, secs, round).await?);
+                .push(measure(&pool, Load::Oncebox(intake.clone()), clients, secs, round).await?);
             let heard = waiter.stop(&pool).await?;
-            if heard == 0 {
-                return Err(CliError::Other(anyhow::anyhow!(
-                    "the waiting worker heard no NOTIFY"
-                )));
-            }
+            anyhow::ensure!(heard > 0, "the waiting worker heard no NOTIFY");
         }
         reset(&pool).await?;
-        raw.push(measure(&pool, Load::RawSql, a.clients, secs, round).await?);
-        if pgbench {
+        raw.push(measure(&pool, Load::RawSql, clients, secs, round).await?);
+        if let Some(script) = &pgbench_script {
             reset(&pool).await?;
-            pg.push(run_pgbench(&pgbench_script, &scratch.url, a.clients, a.seconds).await?);
+            pg.push(run_pgbench(script, &scratch.url, clients, a.seconds).await?);
         }
         if !json {
             eprintln!(
@@ -129,21 +87,55 @@ async fn intake_rounds(a: &IntakeBenchArgs, scratch: &ScratchDb, json: bool) -> 
             );
         }
     }
-    let (ours_m, raw_m) = (median(&ours), median(&raw));
-    let notified_m = (!notified.is_empty()).then(|| median(&notified));
-    let pg_m = (!pg.is_empty()).then(|| median(&pg));
-    let ratio_raw = ours_m.per_second / raw_m.per_second;
-    let ratio_pg = pg_m.map(|p| ours_m.per_second / p.per_second);
+    let rounds = Rounds {
+        ours,
+        notified,
+        raw,
+        pg,
+    };
     if json {
-        let doc: Value = json!({
+        println!("{}", rounds.json(a));
+    } else {
+        rounds.print(a, &scripts);
+    }
+    Ok(())
+}
+
+/// Every round's figures, by case.
+struct Rounds {
+    ours: Vec<Figure>,
+    notified: Vec<Figure>,
+    raw: Vec<Figure>,
+    pg: Vec<Figure>,
+}
+
+impl Rounds {
+    fn medians(&self) -> (Figure, Option<Figure>, Figure, Option<Figure>) {
+        (
+            median(&self.ours),
+            (!self.notified.is_empty()).then(|| median(&self.notified)),
+            median(&self.raw),
+            (!self.pg.is_empty()).then(|| median(&self.pg)),
+        )
+    }
+
+    fn json(&self, a: &IntakeArgs) -> Value {
+        let (ours_m, notified_m, raw_m, pg_m) = self.medians();
+        json!({
             "benchmark": "intake", "clients": a.clients, "seconds": a.seconds, "rounds": a.rounds,
             "oncebox": ours_m, "oncebox_worker_waiting": notified_m, "raw_sql": raw_m, "pgbench": pg_m,
-            "ratio_to_raw_sql": ratio_raw, "ratio_to_pgbench": ratio_pg,
+            "ratio_to_raw_sql": ours_m.per_second / raw_m.per_second,
+            "ratio_to_pgbench": pg_m.map(|p| ours_m.per_second / p.per_second),
             "ratio_worker_waiting_to_raw_sql": notified_m.map(|n| n.per_second / raw_m.per_second),
-            "rounds_detail": {"oncebox": ours, "oncebox_worker_waiting": notified, "raw_sql": raw, "pgbench": pg},
-        });
-        println!("{doc}");
-    } else {
+            "rounds_detail": {"oncebox": self.ours, "oncebox_worker_waiting": self.notified,
+                              "raw_sql": self.raw, "pgbench": self.pg},
+        })
+    }
+
+    fn print(&self, a: &IntakeArgs, scripts: &Scripts) {
+        let (ours_m, notified_m, raw_m, pg_m) = self.medians();
+        let ratio_raw = ours_m.per_second / raw_m.per_second;
+        let ratio_pg = pg_m.map(|p| ours_m.per_second / p.per_second);
         let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
         println!(
             "intake: {} clients, {} s x {} rounds; medians",
@@ -167,7 +159,7 @@ async fn intake_rounds(a: &IntakeBenchArgs, scratch: &ScratchDb, json: bool) -> 
         }
         line("raw two-insert transaction (same process)", &raw_m);
         if let Some(p) = &pg_m {
-            line("raw pgbench shared/bench/intake.sql", p);
+            line("raw pgbench baseline/intake.sql", p);
         }
         println!("  ratio oncebox / raw SQL:  {ratio_raw:.2}");
         if let Some(n) = &notified_m {
@@ -180,12 +172,11 @@ async fn intake_rounds(a: &IntakeBenchArgs, scratch: &ScratchDb, json: bool) -> 
             println!("  ratio oncebox / pgbench:  {r:.2}");
         } else {
             println!(
-                "  (pgbench baseline skipped: pgbench or {} not found)",
-                pgbench_script.display()
+                "  (pgbench baseline skipped: pgbench or {}/intake.sql not found)",
+                scripts.dir().display()
             );
         }
     }
-    Ok(())
 }
 
 /// A worker waiting for work, as the delivery pool registers one when idle: registered in
@@ -196,10 +187,10 @@ struct WaitingWorker {
 }
 
 impl WaitingWorker {
-    async fn start(pool: &PgPool) -> Result<WaitingWorker, CliError> {
+    async fn start(pool: &PgPool) -> anyhow::Result<WaitingWorker> {
         let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
         listener.listen(oncebox_store::OUTBOX_CHANNEL).await?;
-        oncebox_store::register_waiting(&mut *pool.acquire().await?, "bench-waiter").await?;
+        oncebox_store::register_waiting(pool, "bench-waiter").await?;
         let (stop, mut stopped) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             let mut heard = 0u64;
@@ -213,21 +204,15 @@ impl WaitingWorker {
         Ok(WaitingWorker { task, stop })
     }
 
-    async fn stop(self, pool: &PgPool) -> Result<u64, CliError> {
-        oncebox_store::deregister_waiting(&mut *pool.acquire().await?, "bench-waiter").await?;
+    async fn stop(self, pool: &PgPool) -> anyhow::Result<u64> {
+        oncebox_store::deregister_waiting(pool, "bench-waiter").await?;
         let _ = self.stop.send(());
         Ok(self.task.await.context("waiting worker panicked")??)
     }
 }
 
-pub(crate) async fn reset(pool: &PgPool) -> Result<(), CliError> {
-    sqlx::raw_sql(
-        "TRUNCATE oncebox.outbox, oncebox.attempts, oncebox.intents, oncebox.waiting_workers,
-                  baseline_outbox, baseline_journal;
-         CHECKPOINT;",
-    )
-    .execute(pool)
-    .await?;
+pub(crate) async fn reset(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::raw_sql(queries::RESET).execute(pool).await?;
     Ok(())
 }
 
@@ -239,7 +224,7 @@ pub(crate) async fn measure(
     clients: usize,
     secs: Duration,
     round: usize,
-) -> Result<Figure, CliError> {
+) -> anyhow::Result<Figure> {
     let payload = json!({"order_id": "order-8172", "amount": "12500.00", "currency": "RUB"});
     let start = Instant::now();
     let end = start + secs;
@@ -262,7 +247,7 @@ pub(crate) async fn measure(
                         intake.submit(&mut tx, intent).await?;
                     }
                     Load::RawSql => {
-                        sqlx::query(BASELINE_INTAKE)
+                        sqlx::query(queries::RAW_INTAKE)
                             .bind(key)
                             .execute(&mut *tx)
                             .await?;
@@ -295,20 +280,13 @@ pub(crate) fn figure(mut latencies: Vec<u32>, elapsed: Duration) -> Figure {
     }
 }
 
-pub(crate) fn pgbench_available() -> bool {
-    std::process::Command::new("pgbench")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Runs shared/bench/intake.sql with pgbench against the scratch database, as baseline.sh does.
+/// Runs the baseline intake script with pgbench against the scratch database.
 pub(crate) async fn run_pgbench(
     script: &Path,
     url: &str,
     clients: usize,
     seconds: u64,
-) -> Result<Figure, CliError> {
+) -> anyhow::Result<Figure> {
     let out = tokio::process::Command::new("pgbench")
         .args(["-n", "-f"])
         .arg(script)

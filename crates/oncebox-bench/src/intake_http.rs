@@ -1,33 +1,38 @@
-//! `oncebox bench intake --http`: intents/s through the HTTP API — an in-process `oncebox serve`
+//! `oncebox-bench intake --http`: intents/s through the HTTP API — an in-process `oncebox serve`
 //! on loopback, `--clients` tasks posting with `oncebox-client` — against the raw pgbench
-//! intake of `shared/bench` in the same run, in alternating rounds.
+//! intake of `baseline/intake.sql` in the same run, in alternating rounds.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use oncebox_client::{Client, RetryConfig, Submit};
+use oncebox_store::scratch::ScratchDb;
 use serde_json::json;
 
-use crate::bench::{Figure, Load, measure, median, pgbench_available, reset, run_pgbench};
-use crate::cli::IntakeBenchArgs;
-use crate::exit::{CliError, CliResult};
-use crate::scratch::ScratchDb;
+use crate::IntakeArgs;
+use crate::baseline::{Scripts, pgbench_available};
+use crate::intake::{Figure, Load, measure, median, reset, run_pgbench};
 
-pub(crate) async fn intake_rounds(
-    a: &IntakeBenchArgs,
-    scratch: &ScratchDb,
-    json: bool,
-) -> CliResult {
+/// Runs the HTTP intake benchmark in a scratch database of its own.
+pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
+    let scratch = ScratchDb::create(
+        &a.database_url,
+        &format!("oncebox_bench_http_{}", std::process::id()),
+        true,
+    )
+    .await?;
+    let result = intake_rounds(&a, &scratch, json).await;
+    scratch.drop_db().await?;
+    result
+}
+
+async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyhow::Result<()> {
     // The API gets what `oncebox serve` would need for this many clients: one connection each,
     // plus the LISTEN connection for long-polls.
-    let pool = scratch
-        .pool(u32::try_from(a.clients + 2).unwrap_or(u32::MAX))
-        .await?;
-    sqlx::raw_sql(crate::bench::BASELINE_SETUP)
-        .execute(&pool)
-        .await?;
+    let pool = scratch.pool(a.clients + 2).await?;
+    sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
     let token = oncebox_store::tokens::create_token(
-        &mut *pool.acquire().await?,
+        &pool,
         "tenant-42",
         oncebox_store::tokens::Role::Agent,
         Some("bench"),
@@ -40,28 +45,31 @@ pub(crate) async fn intake_rounds(
         .await
         .context("cannot bind a loopback port")?;
     let addr = listener.local_addr().context("no local address")?;
-    let server =
-        tokio::spawn(async move { axum::serve(listener, oncebox_api::router(state)).await });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(oncebox_serve::serve(
+        listener,
+        oncebox_api::router(state),
+        oncebox_serve::Limits::default(),
+        stop.clone().cancelled_owned(),
+    ));
     // No retries: a failed request fails the benchmark rather than hiding in its figure.
-    let client = Client::new(&format!("http://{addr}"), &token)
-        .map_err(|e| CliError::Other(e.into()))?
-        .with_retry(RetryConfig {
-            max_attempts: 1,
-            ..RetryConfig::default()
-        });
-    let pgbench_script = a.baseline_dir.join("intake.sql");
-    let pgbench = pgbench_available() && pgbench_script.exists();
+    let client = Client::new(&format!("http://{addr}"), &token)?.with_retry(RetryConfig {
+        max_attempts: 1,
+        ..RetryConfig::default()
+    });
+    let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
+    let pgbench_script = scripts.get("intake.sql").filter(|_| pgbench_available());
     let secs = Duration::from_secs(a.seconds);
+    let clients = a.clients as usize;
 
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for round in 0..a.rounds {
+    for round in 0..a.rounds as usize {
         reset(&pool).await?;
-        ours.push(measure_http(&client, a.clients, secs, round).await?);
+        ours.push(measure_http(&client, clients, secs, round).await?);
         reset(&pool).await?;
-        raw.push(if pgbench {
-            run_pgbench(&pgbench_script, &scratch.url, a.clients, a.seconds).await?
-        } else {
-            measure(&pool, Load::RawSql, a.clients, secs, round).await?
+        raw.push(match &pgbench_script {
+            Some(script) => run_pgbench(script, &scratch.url, clients, a.seconds).await?,
+            None => measure(&pool, Load::RawSql, clients, secs, round).await?,
         });
         if !json {
             eprintln!(
@@ -72,12 +80,12 @@ pub(crate) async fn intake_rounds(
             );
         }
     }
-    server.abort();
-    let _ = server.await;
+    stop.cancel();
+    server.await.context("the API server panicked")?;
     let (ours_m, raw_m) = (median(&ours), median(&raw));
     let ratio = ours_m.per_second / raw_m.per_second;
-    let baseline = if pgbench {
-        "raw pgbench shared/bench/intake.sql (intake_tps)"
+    let baseline = if pgbench_script.is_some() {
+        "raw pgbench baseline/intake.sql (intake_tps)"
     } else {
         "raw two-insert transaction (pgbench not found)"
     };
@@ -122,7 +130,7 @@ async fn measure_http(
     clients: usize,
     secs: Duration,
     round: usize,
-) -> Result<Figure, CliError> {
+) -> anyhow::Result<Figure> {
     let start = Instant::now();
     let end = start + secs;
     let mut tasks = Vec::with_capacity(clients);
@@ -150,5 +158,5 @@ async fn measure_http(
     for t in tasks {
         all.extend(t.await.context("benchmark client panicked")??);
     }
-    Ok(crate::bench::figure(all, start.elapsed()))
+    Ok(crate::intake::figure(all, start.elapsed()))
 }

@@ -1,0 +1,283 @@
+//! The agent's endpoints: `POST /v1/intents` (submit under an `Idempotency-Key`),
+//! `GET /v1/intents/{key}` (with a `?wait=` long-poll woken by LISTEN/NOTIFY) and
+//! `POST /v1/intents/{key}/cancel`. Every query is scoped to the caller's tenant.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use oncebox_core::NewIntent;
+use oncebox_store::{Intent, SubmitError, intent_by_key};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::caller;
+use crate::ops::ops_result;
+use crate::problem::Problem;
+
+/// Longest `?wait=`, in seconds.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+/// Parses `Idempotency-Key`: a bare token or an RFC 8941 sf-string.
+fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
+    let bad =
+        |detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field("Idempotency-Key");
+    let raw = headers
+        .get("idempotency-key")
+        .ok_or_else(|| bad("the Idempotency-Key header is required".into()))?
+        .to_str()
+        .map_err(|_| bad("Idempotency-Key must be printable ASCII".into()))?
+        .trim();
+    let key = if let Some(inner) = raw.strip_prefix('"') {
+        let inner = inner
+            .strip_suffix('"')
+            .ok_or_else(|| bad("unterminated sf-string".into()))?;
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(e @ ('"' | '\\')) => out.push(e),
+                    _ => return Err(bad("invalid escape in sf-string".into())),
+                },
+                '"' => return Err(bad("unescaped quote in sf-string".into())),
+                c => out.push(c),
+            }
+        }
+        out
+    } else {
+        raw.to_owned()
+    };
+    oncebox_core::validate_key(&key).map_err(|e| bad(format!("Idempotency-Key {e}")))?;
+    Ok(key)
+}
+
+/// The submit body, checked field by field so that every error names its field.
+struct SubmitBody {
+    action: String,
+    arguments: Value,
+    business_ref: Option<String>,
+    run_id: Option<String>,
+    step: Option<String>,
+    deadline: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
+    let bad =
+        |field: &str, detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field(field);
+    let doc: Value = serde_json::from_slice(bytes)
+        .map_err(|e| bad("body", format!("the body is not JSON: {e}")))?;
+    let Value::Object(mut map) = doc else {
+        return Err(bad("body", "the body must be a JSON object".into()));
+    };
+    const KNOWN: [&str; 6] = [
+        "action",
+        "arguments",
+        "business_ref",
+        "run_id",
+        "step",
+        "deadline",
+    ];
+    if let Some(unknown) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(bad(
+            unknown,
+            format!(
+                "unknown field {unknown:?}; expected one of {}",
+                KNOWN.join(", ")
+            ),
+        ));
+    }
+    let action = match map.remove("action") {
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(bad("action", "action must be a string".into())),
+        None => return Err(bad("action", "action is required".into())),
+    };
+    let arguments = map
+        .remove("arguments")
+        .ok_or_else(|| bad("arguments", "arguments is required".into()))?;
+    let mut text = |name: &str| match map.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(bad(name, format!("{name} must be a string"))),
+    };
+    let (business_ref, run_id, step) = (text("business_ref")?, text("run_id")?, text("step")?);
+    let deadline = text("deadline")?
+        .map(|d| {
+            chrono::DateTime::parse_from_rfc3339(&d)
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .map_err(|e| bad("deadline", format!("deadline {d:?} is not RFC 3339: {e}")))
+        })
+        .transpose()?;
+    Ok(SubmitBody {
+        action,
+        arguments,
+        business_ref,
+        run_id,
+        step,
+        deadline,
+    })
+}
+
+/// The public view of an intent (no internal ids of other systems beyond the reference).
+pub(crate) fn view(i: &Intent) -> Value {
+    json!({
+        "idempotency_key": i.idempotency_key,
+        "action": i.action,
+        "status": i.status,
+        "request_hash": i.request_hash,
+        "attempt_count": i.attempt_count,
+        "external_reference": i.external_reference,
+        "response": i.response,
+        "error": i.last_error,
+        "business_ref": i.business_ref,
+        "run_id": i.run_id,
+        "step": i.step,
+        "deadline": i.deadline,
+        "created_at": i.created_at,
+        "updated_at": i.updated_at,
+        "completed_at": i.completed_at,
+    })
+}
+
+pub(crate) async fn submit(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let who = caller(&state, &headers).await?;
+    let key = idempotency_key(&headers)?;
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be application/json",
+        )
+        .field("content-type"));
+    }
+    let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body exceeds {} bytes", state.body_limit),
+        )
+        .field("body")
+    })?;
+    let body = parse_body(&bytes)?;
+    let intent = NewIntent {
+        tenant_id: who.tenant_id,
+        idempotency_key: key,
+        action: body.action,
+        arguments: body.arguments,
+        business_ref: body.business_ref,
+        run_id: body.run_id,
+        step: body.step,
+        deadline: body.deadline.map(Into::into),
+    };
+    // The intent is all this request writes: one statement, committed by itself.
+    let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
+    let submitted = match state.intake.submit_alone(&mut conn, intent).await {
+        Ok(s) => s,
+        Err(SubmitError::Invalid(e)) => {
+            let status = if e.field == "action" {
+                StatusCode::UNPROCESSABLE_ENTITY
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            return Err(Problem::new(status, e.to_string()).field(&e.field));
+        }
+        Err(SubmitError::KeyConflict {
+            submitted_hash,
+            existing_hash,
+            ..
+        }) => {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("this Idempotency-Key was already used with another request (request hash {existing_hash}; this one {submitted_hash})"),
+            )
+            .field("Idempotency-Key"));
+        }
+        Err(SubmitError::Store(e)) => return Err(Problem::internal(e)),
+    };
+    let status = if submitted.created {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(view(&submitted.intent))).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ReadQuery {
+    wait: Option<u64>,
+}
+
+pub(crate) async fn read(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    let who = caller(&state, &headers).await?;
+    let Query(q) =
+        query.map_err(|e| Problem::new(StatusCode::BAD_REQUEST, e.body_text()).field("wait"))?;
+    let wait = q.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            format!("wait is at most {MAX_WAIT_SECS} seconds"),
+        )
+        .field("wait"));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+    let mut done = state.done.clone();
+    loop {
+        done.mark_unchanged();
+        let intent = find_own(&state, &who.tenant_id, &key).await?;
+        if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
+            return Ok(axum::Json(view(&intent)).into_response());
+        }
+        // Woken by LISTEN/NOTIFY when intents finish; the deadline is the only timer. Should the
+        // listener ever stop, wait out the deadline instead of spinning.
+        let _ = tokio::time::timeout_at(deadline, async {
+            if done.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+        .await;
+    }
+}
+
+pub(crate) async fn cancel(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Result<Response, Problem> {
+    let who = caller(&state, &headers).await?;
+    let intent = find_own(&state, &who.tenant_id, &key).await?;
+    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
+    let done = ops_result(
+        oncebox_store::ops::cancel(&mut tx, intent.id, &format!("api:{}", who.tenant_id)).await,
+    )?;
+    tx.commit().await.map_err(Problem::internal)?;
+    Ok(axum::Json(view(&done)).into_response())
+}
+
+pub(crate) async fn find_own(state: &AppState, tenant: &str, key: &str) -> Result<Intent, Problem> {
+    let missing = || Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key");
+    // A key that could never have been accepted names no intent (and never reaches SQL).
+    oncebox_core::validate_key(key).map_err(|_| missing())?;
+    intent_by_key(&state.pool, tenant, key)
+        .await
+        .map_err(Problem::internal)?
+        .ok_or_else(missing)
+}

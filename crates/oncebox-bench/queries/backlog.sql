@@ -1,0 +1,9 @@
+-- A backlog of $1 intents for the action `noop`, journal and outbox rows written directly (the
+-- intake is measured elsewhere).
+WITH i AS (
+    INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
+    SELECT 'bench', 'backlog-' || g, 'noop', repeat('0', 64), '{"n": 1}'
+    FROM generate_series(1, $1) g
+    RETURNING id
+)
+INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver'::oncebox.phase FROM i

@@ -1,0 +1,5 @@
+-- Between measurements: empty oncebox's tables and the baseline's, and checkpoint, so that every
+-- case starts from the same state.
+TRUNCATE oncebox.outbox, oncebox.attempts, oncebox.intents, oncebox.waiting_workers,
+         baseline_outbox, baseline_journal;
+CHECKPOINT;

@@ -1,0 +1,2 @@
+-- Intents that succeeded.
+SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'

@@ -1,0 +1,457 @@
+//! `oncebox-bench deliver`: the delivery pipeline against the raw claim+complete cycle, and
+//! AMQP delivery against a raw publisher-confirm loop.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use oncebox_core::NewIntent;
+use oncebox_core::config::Config;
+use oncebox_core::duration::NonZeroDuration;
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use oncebox_store::Intake;
+use oncebox_store::scratch::ScratchDb;
+use oncebox_worker::{Metrics, Routes, WorkerSettings};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::DeliverArgs;
+use crate::baseline::{Scripts, pgbench_available};
+use crate::queries;
+
+/// Runs the delivery benchmark in a scratch database of its own.
+pub(crate) async fn run(a: DeliverArgs, json_out: bool) -> anyhow::Result<()> {
+    let scratch = ScratchDb::create(
+        &a.database_url,
+        &format!("oncebox_bench_deliver_{}", std::process::id()),
+        true,
+    )
+    .await?;
+    let result = if a.amqp {
+        measure_amqp(&a, &scratch, json_out).await
+    } else {
+        measure(&a, &scratch, json_out).await
+    };
+    scratch.drop_db().await?;
+    result
+}
+
+struct Running {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), oncebox_worker::WorkerError>>,
+}
+
+async fn start_worker(pool: &PgPool, routes: &Routes, concurrency: u32) -> Running {
+    let cancel = CancellationToken::new();
+    let settings = WorkerSettings {
+        id: "bench".into(),
+        concurrency: NonZeroUsize::new(concurrency as usize).unwrap_or(NonZeroUsize::MIN),
+        lease: NonZeroDuration::from_secs(10),
+        poll_interval: NonZeroDuration::from_millis(50),
+        grace: Duration::from_secs(2),
+        ..WorkerSettings::default()
+    };
+    let task = tokio::spawn(oncebox_worker::run(
+        pool.clone(),
+        routes.clone(),
+        settings,
+        Arc::new(Metrics::default()),
+        cancel.clone(),
+    ));
+    Running { cancel, task }
+}
+
+impl Running {
+    async fn stop(self) -> anyhow::Result<()> {
+        self.cancel.cancel();
+        Ok(self.task.await.context("worker panicked")??)
+    }
+}
+
+/// Fills a backlog of `n` intents for the action `noop`, starts a worker and waits until the
+/// outbox is empty; checks every intent succeeded. Returns the drain time and the worker.
+async fn drain_backlog(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: u32,
+    n: usize,
+) -> anyhow::Result<(f64, Running)> {
+    sqlx::query(queries::BACKLOG)
+        .bind(i64::try_from(n).unwrap_or(i64::MAX))
+        .execute(pool)
+        .await?;
+    // VACUUM cannot run in the implicit transaction of a multi-statement query: one at a time.
+    for statement in queries::SETTLE
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && !s.lines().all(|l| l.starts_with("--")))
+    {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
+            .execute(pool)
+            .await?;
+    }
+    let started = Instant::now();
+    let worker = start_worker(pool, routes, concurrency).await;
+    while outbox_left(pool).await? > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drain = started.elapsed().as_secs_f64();
+    let succeeded: i64 = sqlx::query_scalar(queries::SUCCEEDED)
+        .fetch_one(pool)
+        .await?;
+    anyhow::ensure!(
+        succeeded == n as i64,
+        "backlog drained wrongly: {succeeded} of {n} intents succeeded"
+    );
+    Ok((drain, worker))
+}
+
+async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(queries::OUTBOX_LEFT)
+        .fetch_one(pool)
+        .await?)
+}
+
+async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
+    let receiver = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .context("receiver")?;
+    let config = Config::from_toml(&format!(
+        "[actions.noop]\ndestination = \"sink\"\n[destinations.sink]\nkind = \"http\"\nurl = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n",
+        receiver.url()
+    ))?;
+    let routes = Routes::from_config(&config, None)?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let intents = a.intents as usize;
+
+    // 1. Throughput: drain a backlog.
+    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, intents).await?;
+    let rate = intents as f64 / drain;
+    anyhow::ensure!(
+        receiver.effects().len() == intents,
+        "backlog drained wrongly: {} effects for {intents} intents",
+        receiver.effects().len()
+    );
+    if !json_out {
+        eprintln!("backlog: {} intents delivered in {drain:.2} s", a.intents);
+    }
+    // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
+    let intake = Intake::new(&config);
+    let paced = paced_latency(&pool, &intake, &receiver, rate / 2.0, a.seconds).await?;
+    worker.stop().await?;
+    // 3. The raw baseline: baseline/cycle.sql by pgbench over a filled backlog.
+    let raw = raw_delivery_rps(a, scratch, &pool).await?;
+    let ratio = raw.map(|r| rate / r);
+    if json_out {
+        println!(
+            "{}",
+            json!({
+                "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency,
+                "deliveries_per_second": rate, "drain_seconds": drain,
+                "latency": paced, "raw_delivery_rps": raw, "ratio_to_raw": ratio,
+            })
+        );
+        return Ok(());
+    }
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    println!(
+        "deliver: backlog of {} intents, one worker, concurrency {}",
+        a.intents, a.concurrency
+    );
+    println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
+    match raw {
+        Some(r) => {
+            println!("  raw claim(100)+complete cycle, pgbench, 2 clients          {r:>9.0}");
+            println!(
+                "  ratio oncebox / raw                                        {:>9.2}",
+                rate / r
+            );
+        }
+        None => println!("  (raw baseline skipped: pgbench or its scripts not found)"),
+    }
+    println!(
+        "  end to end at {:.0}/s (target {:.0}/s, {} samples): p50 {} ms, p99 {} ms",
+        paced.achieved_rate,
+        paced.target_rate,
+        paced.samples,
+        ms(paced.p50_ms),
+        ms(paced.p99_ms)
+    );
+    Ok(())
+}
+
+/// End-to-end latency at a paced rate.
+#[derive(Debug, serde::Serialize)]
+struct Paced {
+    target_rate: f64,
+    achieved_rate: f64,
+    samples: usize,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+}
+
+/// Submits at `target` intents/s for `seconds` from 32 tasks (one transaction each) and
+/// measures each intent's commit → arrival at `receiver`, once the outbox has drained.
+async fn paced_latency(
+    pool: &PgPool,
+    intake: &Intake,
+    receiver: &Receiver,
+    target: f64,
+    seconds: u64,
+) -> anyhow::Result<Paced> {
+    let submitters = 32usize;
+    let per_task_interval = Duration::from_secs_f64(submitters as f64 / target);
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for s in 0..submitters {
+        let (pool, intake) = (pool.clone(), intake.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut committed: Vec<(String, Instant)> = Vec::new();
+            let mut tick = tokio::time::interval(per_task_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut i = 0;
+            while Instant::now() < end {
+                tick.tick().await;
+                let key = format!("paced-{s}-{i}");
+                i += 1;
+                let mut tx = pool.begin().await?;
+                intake
+                    .submit(
+                        &mut tx,
+                        NewIntent::new("bench", key.clone(), "noop", json!({"n": i})),
+                    )
+                    .await?;
+                tx.commit().await?;
+                committed.push((key, Instant::now()));
+            }
+            Ok::<_, anyhow::Error>(committed)
+        }));
+    }
+    let mut committed = Vec::new();
+    for t in tasks {
+        committed.extend(t.await.context("submitter panicked")??);
+    }
+    let wait_from = Instant::now();
+    while outbox_left(pool).await? > 0 && wait_from.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let arrivals: HashMap<String, Instant> = receiver
+        .seen()
+        .into_iter()
+        .filter(|s| s.executed)
+        .map(|s| (s.key, s.at))
+        .collect();
+    let mut latencies: Vec<f64> = committed
+        .iter()
+        .filter_map(|(k, t)| {
+            arrivals
+                .get(k)
+                .map(|a| a.saturating_duration_since(*t).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .copied()
+    };
+    Ok(Paced {
+        target_rate: target,
+        achieved_rate: committed.len() as f64 / seconds as f64,
+        samples: latencies.len(),
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
+    })
+}
+
+/// baseline.sh's delivery figure: fill a backlog, run cycle.sql with 2 pgbench clients for
+/// `--seconds`, count the rows completed.
+async fn raw_delivery_rps(
+    a: &DeliverArgs,
+    scratch: &ScratchDb,
+    pool: &PgPool,
+) -> anyhow::Result<Option<f64>> {
+    let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
+    let (Some(setup), Some(fill), Some(cycle)) = (
+        scripts.get("setup.sql"),
+        scripts.get("fill.sql"),
+        scripts.get("cycle.sql"),
+    ) else {
+        return Ok(None);
+    };
+    if !pgbench_available() {
+        return Ok(None);
+    }
+    let psql = |file: std::path::PathBuf, vars: Vec<String>| {
+        let mut c = tokio::process::Command::new("psql");
+        c.args(["-q", "-X", &scratch.url, "-f"])
+            .arg(file)
+            .args(vars.iter().flat_map(|v| ["-v".to_owned(), v.clone()]));
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c.status()
+    };
+    psql(setup, vec![]).await.context("psql setup.sql")?;
+    psql(fill, vec![format!("rows={}", a.baseline_rows)])
+        .await
+        .context("psql fill.sql")?;
+    let count = || async {
+        sqlx::query_scalar::<_, i64>(queries::BASELINE_LEFT)
+            .fetch_one(pool)
+            .await
+    };
+    let start = count().await?;
+    let out = tokio::process::Command::new("pgbench")
+        .args(["-n", "-f"])
+        .arg(&cycle)
+        .args([
+            "-c",
+            "2",
+            "-j",
+            "2",
+            "-T",
+            &a.seconds.to_string(),
+            &scratch.url,
+        ])
+        .output()
+        .await
+        .context("pgbench")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "pgbench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = count().await?;
+    if left == 0 {
+        eprintln!("raw baseline drained its backlog early: raise --baseline-rows");
+    }
+    Ok(Some((start - left) as f64 / a.seconds as f64))
+}
+
+/// Confirms allowed in flight, on both sides of the AMQP comparison.
+const CONFIRM_WINDOW: usize = 256;
+
+async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
+    use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::FieldTable;
+
+    let queue = format!("{}.bench", scratch.name);
+    let conn = lapin::Connection::connect(&a.amqp_url, lapin::ConnectionProperties::default())
+        .await
+        .context("cannot connect to AMQP_URL")?;
+    let channel = conn.create_channel().await.context("channel")?;
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await
+        .context("queue")?;
+    let config = Config::from_toml(&format!(
+        "[actions.noop]\ndestination = \"bus\"\n[destinations.bus]\nkind = \"amqp\"\nexchange = \"\"\nrouting_key = \"{queue}\"\nidempotency = \"key\"\ntimeout = \"5s\"\nmax_unconfirmed = {CONFIRM_WINDOW}\n"
+    ))?;
+    let routes = Routes::from_config(&config, Some(&a.amqp_url))?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let intents = a.intents as usize;
+    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, intents).await?;
+    let ours = intents as f64 / drain;
+    worker.stop().await?;
+
+    let raw = raw_publish_rate(&channel, &queue, intents).await?;
+    if let Err(e) = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await
+    {
+        tracing::warn!(error = %e, %queue, "could not delete the benchmark's queue");
+    }
+    if let Err(e) = channel.close(200, "done".into()).await {
+        tracing::debug!(error = %e, "closing the channel failed");
+    }
+    if let Err(e) = conn.close(200, "done".into()).await {
+        tracing::debug!(error = %e, "closing the connection failed");
+    }
+    if json_out {
+        println!(
+            "{}",
+            json!({"benchmark": "deliver-amqp", "intents": a.intents, "concurrency": a.concurrency,
+                   "deliveries_per_second": ours, "raw_publish_confirm_per_second": raw, "ratio_to_raw": ours / raw})
+        );
+    } else {
+        println!(
+            "deliver --amqp: backlog of {} intents, one worker, concurrency {}, confirm window {CONFIRM_WINDOW}",
+            a.intents, a.concurrency
+        );
+        println!("  oncebox deliveries/s (publisher confirms, persistent)   {ours:>9.0}");
+        println!("  raw lapin publisher-confirm loop, same message/window   {raw:>9.0}");
+        println!(
+            "  ratio oncebox / raw                                     {:>9.2}",
+            ours / raw
+        );
+    }
+    Ok(())
+}
+
+/// The raw loop: `n` messages with the same body and properties as oncebox's, persistent, at
+/// most [`CONFIRM_WINDOW`] unconfirmed; messages per second.
+async fn raw_publish_rate(channel: &lapin::Channel, queue: &str, n: usize) -> anyhow::Result<f64> {
+    use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+    use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .context("confirms")?;
+    let body = br#"{"n":1}"#;
+    let started = Instant::now();
+    let mut pending: std::collections::VecDeque<lapin::PublisherConfirm> =
+        std::collections::VecDeque::with_capacity(CONFIRM_WINDOW);
+    for i in 0..n {
+        let mut headers = FieldTable::default();
+        for (k, v) in [
+            ("Idempotency-Key", format!("raw-{i}")),
+            ("X-Oncebox-Tenant", "bench".to_owned()),
+            ("X-Oncebox-Action", "noop".to_owned()),
+            ("X-Oncebox-Request-Hash", "0".repeat(64)),
+            ("X-Oncebox-Attempt", "1".to_owned()),
+        ] {
+            headers.insert(
+                ShortString::from(k),
+                AMQPValue::LongString(LongString::from(v)),
+            );
+        }
+        let props = lapin::BasicProperties::default()
+            .with_message_id(format!("raw-{i}").into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
+        if pending.len() == CONFIRM_WINDOW
+            && let Some(oldest) = pending.pop_front()
+        {
+            oldest.await.context("confirm")?;
+        }
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                },
+                body,
+                props,
+            )
+            .await
+            .context("publish")?;
+        pending.push_back(confirm);
+    }
+    for c in pending {
+        c.await.context("confirm")?;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}

@@ -1,0 +1,148 @@
+//! `oncebox-bench`: oncebox's throughput and latency, each measured side by side with a raw
+//! baseline in the same run, in alternating rounds, reported as medians and ratios (the machine
+//! is noisy; absolute numbers mean little, ratios measured together do).
+//!
+//! `cargo run --release -p oncebox-bench -- intake|deliver [--help]`. Exit codes: 0 ok, 1 the
+//! benchmark failed (a database or broker error, a wrong result), 2 usage.
+
+mod baseline;
+mod deliver;
+mod intake;
+mod intake_http;
+mod queries;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// oncebox's benchmarks, against raw baselines measured in the same run.
+#[derive(Debug, Parser)]
+#[command(name = "oncebox-bench", version)]
+struct Cli {
+    /// Print one JSON document instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Debug, Subcommand)]
+enum What {
+    /// Intents/s and latency of the library submit (begin, submit, commit) — with no worker
+    /// waiting and with one waiting (NOTIFY) — against the raw two-insert transaction of
+    /// baseline/intake.sql, run in-process and by pgbench, in alternating rounds. With --http,
+    /// through the HTTP API instead.
+    Intake(IntakeArgs),
+    /// Deliveries/s draining a backlog into a local key-honouring no-op receiver, then
+    /// end-to-end latency (submit commit → receiver) at half that rate; against the raw
+    /// claim+complete cycle of baseline/cycle.sql run by pgbench in the same run. With --amqp,
+    /// into RabbitMQ against a raw publisher-confirm loop.
+    Deliver(DeliverArgs),
+}
+
+/// Where the baseline scripts are.
+#[derive(Debug, Args)]
+struct BaselineArgs {
+    /// A directory holding setup.sql, intake.sql, fill.sql and cycle.sql to run instead of the
+    /// copies embedded in this binary; pgbench baselines are skipped when a script is missing.
+    #[arg(long)]
+    baseline_dir: Option<PathBuf>,
+}
+
+/// `oncebox-bench intake`.
+#[derive(Debug, Args)]
+pub(crate) struct IntakeArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    clients: u32,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Rounds; each measures every case once, alternating. Medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Skip the case with a worker waiting, where every submit sends NOTIFY (which serialises
+    /// commits); by default both cases are measured.
+    #[arg(long)]
+    skip_notify_case: bool,
+    /// Submit through the HTTP API instead: an in-process `oncebox serve` on loopback, each
+    /// client a task posting with `oncebox-client` (keep-alive); compared with the raw pgbench
+    /// intake (or the raw SQL transaction when pgbench is missing).
+    #[arg(long)]
+    http: bool,
+    #[command(flatten)]
+    baseline: BaselineArgs,
+}
+
+/// `oncebox-bench deliver`.
+#[derive(Debug, Args)]
+pub(crate) struct DeliverArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Intents in the backlog.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
+    intents: u32,
+    /// Worker tasks in flight at once (one in-process worker).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+    /// Seconds of the paced latency run (and of the pgbench baseline).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Rows of the raw baseline's backlog (it must not drain within --seconds).
+    #[arg(long, default_value_t = 300_000)]
+    baseline_rows: usize,
+    /// Deliver over AMQP to a scratch RabbitMQ queue instead, against a raw lapin
+    /// publisher-confirm loop (same message, persistent, same confirm window).
+    #[arg(long)]
+    amqp: bool,
+    /// RabbitMQ URL for --amqp.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    amqp_url: String,
+    #[command(flatten)]
+    baseline: BaselineArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.what {
+            What::Intake(a) if a.http => intake_http::run(a, cli.json).await,
+            What::Intake(a) => intake::run(a, cli.json).await,
+            What::Deliver(a) => deliver::run(a, cli.json).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The benchmark's own statements, kept in `queries/*.sql` as the store keeps its own.
+
+/// The raw intake, with the key bound.
+pub(crate) const RAW_INTAKE: &str = include_str!("../queries/raw_intake.sql");
+/// Empty every table between measurements.
+pub(crate) const RESET: &str = include_str!("../queries/reset.sql");
+/// A backlog of `$1` intents.
+pub(crate) const BACKLOG: &str = include_str!("../queries/backlog.sql");
+/// Statistics and a checkpoint after a fill.
+pub(crate) const SETTLE: &str = include_str!("../queries/settle.sql");
+/// Outbox rows left.
+pub(crate) const OUTBOX_LEFT: &str = include_str!("../queries/outbox_left.sql");
+/// Intents that succeeded.
+pub(crate) const SUCCEEDED: &str = include_str!("../queries/succeeded.sql");
+/// Rows left in the baseline's outbox.
+pub(crate) const BASELINE_LEFT: &str = include_str!("../queries/baseline_left.sql");

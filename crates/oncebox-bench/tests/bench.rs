@@ -1,0 +1,149 @@
+//! The benchmark binary as a user runs it: each benchmark reports both sides and a ratio, and
+//! says when a baseline was skipped. (The figures themselves are for people: no threshold is
+//! asserted here.)
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_oncebox-bench");
+
+/// Runs `oncebox-bench ARGS` against the local server (each run makes its own scratch database).
+fn bench(args: &[&str]) -> Output {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    Command::new(BIN)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("oncebox-bench")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+#[test]
+fn help_is_there_for_every_benchmark() {
+    for sub in [&[][..], &["intake"], &["deliver"]] {
+        let o = Command::new(BIN)
+            .args(sub)
+            .arg("--help")
+            .output()
+            .expect("run");
+        assert_eq!(code(&o), 0, "{sub:?} --help");
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage"));
+    }
+    let o = bench(&["deliver", "--intents", "0"]);
+    assert_eq!(code(&o), 2, "a zero count is a usage error");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--intents"));
+}
+
+#[test]
+fn bench_intake_reports_both_sides_and_a_ratio() {
+    let o = bench(&[
+        "intake",
+        "--json",
+        "--clients",
+        "2",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["oncebox"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["raw_sql"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_to_raw_sql"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["pgbench"].is_null(),
+        "pgbench skipped without its script: {r}"
+    );
+}
+
+#[test]
+fn bench_deliver_over_amqp_reports_both_sides() {
+    let o = bench(&[
+        "deliver",
+        "--amqp",
+        "--json",
+        "--intents",
+        "300",
+        "--concurrency",
+        "32",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["raw_publish_confirm_per_second"].as_f64() > Some(0.0),
+        "{r}"
+    );
+    assert!(r["ratio_to_raw"].as_f64() > Some(0.0), "{r}");
+}
+
+#[test]
+fn bench_deliver_over_http_reports_rate_and_latency() {
+    let o = bench(&[
+        "deliver",
+        "--json",
+        "--intents",
+        "300",
+        "--seconds",
+        "1",
+        "--concurrency",
+        "32",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["latency"]["samples"].as_u64() > Some(0), "{r}");
+    assert!(
+        r["raw_delivery_rps"].is_null(),
+        "pgbench baseline skipped without its scripts: {r}"
+    );
+}
+
+#[test]
+fn bench_intake_over_http_reports_both_sides_and_a_ratio() {
+    let o = bench(&[
+        "intake",
+        "--http",
+        "--json",
+        "--clients",
+        "4",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--baseline-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert_eq!(r["benchmark"], "intake_http", "{r}");
+    assert!(r["http_api"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["raw"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_to_raw"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["baseline"]
+            .as_str()
+            .is_some_and(|b| b.contains("pgbench not found")),
+        "without the baseline script the raw transaction stands in, and says so: {r}"
+    );
+}

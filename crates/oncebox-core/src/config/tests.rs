@@ -1,0 +1,240 @@
+use super::*;
+use crate::duration::parse_duration;
+use crate::redact::RedactMode;
+
+const GOOD: &str = r#"
+    [actions.create_invoice]
+    destination = "billing"
+    redact = [{ pointer = "/card/number", mode = "hash" }]
+
+    [destinations.billing]
+    kind = "http"
+    url = "http://127.0.0.1:9/invoices"
+    idempotency = "key"
+"#;
+
+fn http(c: &Config, name: &str) -> HttpConfig {
+    match &c.destinations[name] {
+        Destination::Http(h) => h.clone(),
+        other => panic!("{name} is not HTTP: {other:?}"),
+    }
+}
+
+#[test]
+fn parses_a_complete_file() {
+    let c = Config::from_toml(GOOD).expect("valid");
+    let a = c.action("create_invoice").expect("action");
+    assert_eq!(a.destination, "billing");
+    assert_eq!(a.redact[0].mode, RedactMode::Hash);
+    assert_eq!(
+        c.destinations["billing"].idempotency(),
+        IdempotencyMode::Key
+    );
+    assert!(c.action("refund").is_none());
+}
+
+#[test]
+fn destination_defaults_and_durations() {
+    let c = Config::from_toml(GOOD).expect("valid");
+    let d = http(&c, "billing");
+    assert_eq!(d.method, HttpMethod::Post);
+    assert_eq!(d.timeout.get(), Duration::from_secs(10));
+    assert_eq!(d.retry.policy(), RetryPolicy::default());
+    assert_eq!(d.consistency_window.get(), Duration::from_secs(60));
+    assert!(d.idempotency.honours_keys());
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+    assert!(parse_duration("10").is_err());
+    assert!(parse_duration("ten s").is_err());
+    assert!(parse_duration("1.5s").is_err());
+}
+
+#[test]
+fn header_secrets_come_from_the_environment_and_never_print() {
+    let text = GOOD.replace(
+        "idempotency = \"key\"",
+        "idempotency = \"key\"\nheaders = { Authorization = \"Bearer ${BILLING_TOKEN}\", X-Team = \"ops\" }",
+    );
+    let mut c = Config::from_toml(&text).expect("valid");
+    let e = c.resolve_env(|_| None).expect_err("unset variable");
+    assert_eq!(e.field, "destinations.billing.headers.Authorization");
+    assert!(e.reason.contains("BILLING_TOKEN"));
+    c.resolve_env(|v| (v == "BILLING_TOKEN").then(|| "s3cret".to_owned()))
+        .expect("set");
+    let h = http(&c, "billing").headers;
+    let get = |name: &str| {
+        h.iter()
+            .find(|(k, _)| k.as_str() == name)
+            .map(|(_, v)| v.expose().to_owned())
+    };
+    assert_eq!(get("Authorization").as_deref(), Some("Bearer s3cret"));
+    assert_eq!(get("X-Team").as_deref(), Some("ops"));
+    assert!(
+        !format!("{c:?}").contains("s3cret"),
+        "secrets must not reach Debug output"
+    );
+    let bad = GOOD.replace(
+        "idempotency = \"key\"",
+        "idempotency = \"key\"\nheaders = { A = \"${not-a-var}\" }",
+    );
+    assert_eq!(
+        Config::from_toml(&bad).expect_err("bad ref").field,
+        "destinations.billing.headers.A"
+    );
+}
+
+#[test]
+fn destination_values_are_checked() {
+    let with = |extra: &str| {
+        GOOD.replace(
+            "idempotency = \"key\"",
+            &format!("idempotency = \"key\"\n{extra}"),
+        )
+    };
+    let field = |extra: &str| Config::from_toml(&with(extra)).expect_err(extra).field;
+    assert_eq!(field("timeout = \"0s\""), "destinations.billing.timeout");
+    // A bad value names its field, not only a line (the reason says what is wrong).
+    assert_eq!(field("timeout = \"soon\""), "destinations.billing.timeout");
+    assert_eq!(
+        field("retry = { max_attempts = 0 }"),
+        "destinations.billing.retry.max_attempts"
+    );
+    assert_eq!(
+        field("retry = { initial_delay = \"2m\", max_delay = \"1m\" }"),
+        "destinations.billing.retry"
+    );
+    assert_eq!(
+        field("retry_statuses = [700]"),
+        "destinations.billing.retry_statuses"
+    );
+    assert_eq!(
+        field("reference_pointer = \"id\""),
+        "destinations.billing.reference_pointer"
+    );
+    assert_eq!(
+        field("max_in_flight = 0"),
+        "destinations.billing.max_in_flight"
+    );
+    assert_eq!(
+        field("lookup = { url = \"http://x/find\" }"),
+        "destinations.billing.lookup.url"
+    );
+    assert_eq!(
+        field("lookup = { url = \"http://x/?k={key}\", fields = [\"\"] }"),
+        "destinations.billing.lookup.fields[0]"
+    );
+    let lookup_mode = GOOD.replace("\"key\"", "\"lookup\"");
+    assert_eq!(
+        Config::from_toml(&lookup_mode).expect_err("lookup").field,
+        "destinations.billing.lookup"
+    );
+    let ok = with(
+        "lookup = { url = \"http://x/find?key={key}\", results_pointer = \"/data\", fields = [\"/amount\"] }",
+    );
+    let c = Config::from_toml(&ok).expect("lookup config");
+    assert_eq!(
+        c.destinations["billing"]
+            .lookup()
+            .expect("lookup")
+            .timeout
+            .get(),
+        Duration::from_secs(5)
+    );
+}
+
+#[test]
+fn errors_name_the_field() {
+    let e = Config::from_toml(&GOOD.replace("destination = \"billing\"", "destination = \"nope\""))
+        .expect_err("dangling");
+    assert_eq!(e.field, "actions.create_invoice.destination");
+
+    let e = Config::from_toml(&GOOD.replace("/card/number", "card")).expect_err("pointer");
+    assert_eq!(e.field, "actions.create_invoice.redact[0].pointer");
+
+    let e = Config::from_toml(&GOOD.replace("http://127", "ftp://127")).expect_err("url");
+    assert_eq!(e.field, "destinations.billing.url");
+
+    let e = Config::from_toml(
+        &GOOD.replace("idempotency = \"key\"", "idempotency = \"key\"\ncolour = 1"),
+    )
+    .expect_err("unknown field");
+    assert!(e.reason.contains("colour"), "{e}");
+    assert_eq!(e.field, "destinations.billing.colour");
+
+    let e = Config::from_toml(&GOOD.replace("\"key\"", "\"sometimes\"")).expect_err("bad value");
+    assert!(
+        e.reason.contains("sometimes") && e.reason.contains("key"),
+        "{e}"
+    );
+    assert_eq!(e.field, "destinations.billing.idempotency");
+
+    let e = Config::from_toml("[actions.a\ndestination = 1").expect_err("syntax");
+    assert!(e.field.starts_with("line "), "{e}");
+}
+
+const AMQP: &str = r#"
+    [actions.publish]
+    destination = "bus"
+
+    [destinations.bus]
+    kind = "amqp"
+    routing_key = "events"
+"#;
+
+#[test]
+fn each_kind_has_only_its_own_fields() {
+    let c = Config::from_toml(AMQP).expect("valid");
+    let Destination::Amqp(a) = &c.destinations["bus"] else {
+        panic!("an AMQP destination");
+    };
+    assert_eq!(
+        (a.exchange.as_str(), a.routing_key.as_str()),
+        ("", "events")
+    );
+    assert!(a.mandatory);
+    assert_eq!(a.max_unconfirmed.get(), 256);
+    assert_eq!(c.destinations["bus"].idempotency(), IdempotencyMode::Key);
+    assert!(c.destinations["bus"].lookup().is_none());
+    let field = |text: String| Config::from_toml(&text).expect_err(&text).field;
+    // An HTTP field on an AMQP destination, and the other way round, is an unknown field.
+    assert_eq!(
+        field(format!("{AMQP}url = \"http://x/\"")),
+        "destinations.bus.url"
+    );
+    assert_eq!(
+        field(GOOD.replace(
+            "idempotency = \"key\"",
+            "idempotency = \"key\"\nrouting_key = \"x\""
+        )),
+        "destinations.billing.routing_key"
+    );
+    assert_eq!(
+        field(format!("{AMQP}idempotency = \"lookup\"")),
+        "destinations.bus.idempotency"
+    );
+    assert_eq!(
+        field(format!("{AMQP}max_unconfirmed = 0")),
+        "destinations.bus.max_unconfirmed"
+    );
+    assert_eq!(
+        field(AMQP.replace("routing_key = \"events\"", "")),
+        "destinations.bus"
+    );
+    assert_eq!(
+        field(AMQP.replace("\"amqp\"", "\"smtp\"")),
+        "destinations.bus.kind"
+    );
+}
+
+mod example {
+    /// The example shipped in deploy/ must stay valid.
+    #[test]
+    fn deploy_example_parses() {
+        let text = include_str!("../../../../deploy/oncebox.example.toml");
+        let c = super::Config::from_toml(text).expect("deploy/oncebox.example.toml is valid");
+        assert_eq!(c.actions.len(), 2);
+        assert_eq!(c.destinations.len(), 2);
+    }
+}

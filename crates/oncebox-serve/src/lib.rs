@@ -1,0 +1,104 @@
+//! Serving HTTP with limits, for the API (`oncebox serve`) and a worker's probes
+//! (`--metrics-addr`): neither lets a client hold a connection for as long as it likes.
+//!
+//! - A connection must send a complete request head within [`Limits::header_timeout`] of being
+//!   accepted or of its previous answer: a half-sent request and an idle keep-alive connection
+//!   are both closed then (hyper's header-read timer runs while it waits for the next head).
+//! - At most [`Limits::max_connections`] connections are served at once; beyond that, new ones
+//!   wait in the listen backlog until one closes (idle ones close within the timeout).
+//! - On shutdown the listener closes, connections finish the request they are serving and are
+//!   then closed, for at most [`Limits::shutdown_grace`].
+
+pub mod metric;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How long and how many connections a server keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A request head must arrive within this long after the connection opened or its previous
+    /// answer was sent; otherwise the connection is closed.
+    pub header_timeout: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// On shutdown, how long connections may finish what they are doing.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, within `limits`. An accept that
+/// fails (a connection reset before it was taken, no file descriptors left) is logged and tried
+/// again shortly: the server keeps serving.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection failed; trying again");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("connections still open after the shutdown grace period: dropped");
+    }
+}
+
+/// How long to wait after a failed accept (for example, no file descriptors left).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

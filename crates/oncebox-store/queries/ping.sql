@@ -1,0 +1,2 @@
+-- Readiness: the database answers a query.
+SELECT 1

@@ -1,0 +1,3 @@
+-- A bearer token for tenant $1 with role $2, stored as the hex SHA-256 $3 of the token (the
+-- token itself is shown once and never stored), with an optional label $4.
+INSERT INTO oncebox.api_tokens (tenant_id, role, token_hash, label) VALUES ($1, $2, $3, $4)

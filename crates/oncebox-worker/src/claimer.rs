@@ -1,0 +1,131 @@
+//! The claimer: the delivery loop. It claims batches of deliver rows (SKIP LOCKED, lease,
+//! epoch + 1), starts their calls with bounded concurrency, and sleeps on LISTEN/NOTIFY with
+//! polling as the fallback when there is nothing to do. On stop it claims nothing more, gives
+//! the calls under way the grace period, and releases the rest so another worker takes them at
+//! once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncebox_store::Phase;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::completer::Outcomes;
+use crate::context::Context;
+use crate::metrics::{LOOP_DELIVER, now_ms};
+use crate::service::Service;
+use crate::wakeup::{Next, Wakeup, sleep_or_stop};
+
+/// How long a claim waits for half a batch of free slots before claiming what is free.
+const FILL_WAIT: Duration = Duration::from_millis(2);
+
+/// The delivery loop.
+pub(crate) struct Claimer {
+    outcomes: Outcomes,
+    wakeup: Wakeup,
+}
+
+impl Claimer {
+    /// A claimer sending outcomes to `outcomes` and woken by `wakeup`.
+    pub(crate) fn new(outcomes: Outcomes, wakeup: Wakeup) -> Claimer {
+        Claimer { outcomes, wakeup }
+    }
+}
+
+impl Service for Claimer {
+    const NAME: &'static str = "claimer";
+
+    async fn run(mut self, ctx: Arc<Context>, stop: CancellationToken) {
+        let settings = &ctx.settings;
+        let permits = Arc::new(Semaphore::new(settings.concurrency.get()));
+        let mut calls = JoinSet::new();
+        tracing::info!(worker = %settings.id, concurrency = settings.concurrency, "claiming deliveries");
+        while !stop.is_cancelled() {
+            crate::crash::panic_in(Self::NAME);
+            ctx.metrics.heartbeat(LOOP_DELIVER, now_ms());
+            while calls.try_join_next().is_some() {}
+            let Some(room) = room(&ctx, &permits, &mut calls, &stop).await else {
+                continue;
+            };
+            let claimed = oncebox_store::claim(
+                &ctx.pool,
+                Phase::Deliver,
+                &settings.id,
+                room as i64,
+                settings.lease(),
+            )
+            .await;
+            let next = match claimed {
+                Err(e) => {
+                    tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
+                    sleep_or_stop(settings.poll_interval(), &stop).await
+                }
+                Ok(rows) if rows.is_empty() => self.wakeup.idle(&ctx, &stop).await,
+                Ok(rows) => {
+                    crate::crash::point("after_claim").await;
+                    self.wakeup.working(&ctx).await;
+                    ctx.metrics.claimed(rows.len());
+                    crate::dispatch::start(&ctx, rows, &permits, &self.outcomes, &mut calls).await;
+                    Next::Claim
+                }
+            };
+            if next == Next::Stop {
+                break;
+            }
+        }
+        ctx.metrics.loop_ended(LOOP_DELIVER);
+        finish(&ctx, calls).await;
+        self.wakeup.stop(&ctx).await;
+    }
+}
+
+/// How many rows to claim now; `None` after waiting for room. Claims come in worthwhile
+/// batches: with calls under way, it waits until half a batch of slots is free (or a few
+/// milliseconds have passed), so a steady drain does not become a stream of one-row claims,
+/// each its own commit.
+async fn room(
+    ctx: &Context,
+    permits: &Semaphore,
+    calls: &mut JoinSet<()>,
+    stop: &CancellationToken,
+) -> Option<usize> {
+    let settings = &ctx.settings;
+    let batch = settings.batch.get();
+    let want = batch.min(settings.concurrency.get()).div_ceil(2);
+    let free = permits.available_permits().min(batch);
+    if free == 0 || (free < want && !calls.is_empty()) {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = calls.join_next() => {}
+            _ = tokio::time::sleep(FILL_WAIT), if free > 0 => {}
+        }
+        return None;
+    }
+    Some(free)
+}
+
+/// Shutdown: the calls under way get the grace period; the rest are abandoned and their leases
+/// released (not left to expire), keeping `dispatched_at`: a released call's outcome is unknown.
+async fn finish(ctx: &Context, mut calls: JoinSet<()>) {
+    let settings = &ctx.settings;
+    tracing::info!(worker = %settings.id, in_flight = calls.len(), "stopping: finishing calls under way");
+    let deadline = tokio::time::sleep(settings.grace);
+    tokio::pin!(deadline);
+    while !calls.is_empty() {
+        tokio::select! {
+            _ = &mut deadline => break,
+            _ = calls.join_next() => {}
+        }
+    }
+    let unfinished = ctx.in_flight.abandon_all();
+    calls.abort_all();
+    if unfinished.is_empty() {
+        return;
+    }
+    match oncebox_store::release(&ctx.pool, &settings.id, Phase::Deliver, &unfinished).await {
+        Ok(released) => tracing::info!(released = released.len(), "released unfinished deliveries"),
+        Err(e) => tracing::warn!(error = %e, "could not release leases; they expire by themselves"),
+    }
+}

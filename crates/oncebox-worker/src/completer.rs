@@ -1,0 +1,94 @@
+//! The completer: records outcomes in batches. It waits for one completion, takes whatever else
+//! is ready, and writes them in one fenced statement, up to [`WRITES_IN_FLIGHT`] statements at
+//! once (outcomes of different intents commute), retrying transient failures while the leases
+//! last.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use oncebox_store::Completion;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::service::Service;
+
+/// Record statements in flight at once.
+const WRITES_IN_FLIGHT: usize = 3;
+
+/// Where the claimer and the reconciler send their outcomes.
+pub(crate) type Outcomes = mpsc::Sender<Completion>;
+
+/// The completer and the channel it drains.
+pub(crate) struct Completer {
+    rx: mpsc::Receiver<Completion>,
+}
+
+impl Completer {
+    /// A completer and the sender its producers share; it holds `capacity` outcomes.
+    pub(crate) fn new(capacity: usize) -> (Completer, Outcomes) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Completer { rx }, tx)
+    }
+}
+
+impl Service for Completer {
+    const NAME: &'static str = "completer";
+
+    /// Records until every producer is gone (its stop comes only after they ended), then waits
+    /// for its last writes.
+    async fn run(mut self, ctx: Arc<Context>, stop: CancellationToken) {
+        let mut writes = JoinSet::new();
+        loop {
+            crate::crash::panic_in(Self::NAME);
+            let first = tokio::select! {
+                c = self.rx.recv() => c,
+                _ = stop.cancelled() => self.rx.try_recv().ok(),
+            };
+            let Some(first) = first else { break };
+            let mut batch = Vec::with_capacity(ctx.settings.record_batch.get());
+            batch.push(first);
+            while batch.len() < ctx.settings.record_batch.get() {
+                match self.rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            while writes.len() >= WRITES_IN_FLIGHT {
+                writes.join_next().await;
+            }
+            writes.spawn(write(ctx.clone(), batch));
+        }
+        while writes.join_next().await.is_some() {}
+    }
+}
+
+/// Writes one batch, retrying while the leases last; logs what could not be written.
+async fn write(ctx: Arc<Context>, batch: Vec<Completion>) {
+    let settings = &ctx.settings;
+    let attempt = || oncebox_store::record(&ctx.pool, &settings.id, &batch);
+    let written = attempt
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(50))
+                .with_total_delay(Some(settings.lease())),
+        )
+        .notify(|e, d| tracing::warn!(error = %e, retry_in = ?d, "recording outcomes failed"))
+        .await;
+    match written {
+        Ok(ids) if ids.len() < batch.len() => {
+            tracing::warn!(
+                lost = batch.len() - ids.len(),
+                "outcomes not recorded: their leases were taken over"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(
+            error = %e,
+            n = batch.len(),
+            "gave up recording outcomes; their leases will expire and be taken over"
+        ),
+    }
+}

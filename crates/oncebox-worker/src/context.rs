@@ -1,0 +1,84 @@
+//! What a worker's services share: the database, the routes, the settings, the metrics and the
+//! deliveries under way.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use oncebox_store::Lease;
+use sqlx::PgPool;
+use tokio::task::AbortHandle;
+
+use crate::metrics::Metrics;
+use crate::routes::Routes;
+use crate::settings::WorkerSettings;
+
+/// The one context every service of a worker takes.
+pub(crate) struct Context {
+    /// The worker's pool (at most a handful of connections; see the README's sizing).
+    pub(crate) pool: PgPool,
+    /// Action → destination.
+    pub(crate) routes: Routes,
+    /// How the worker runs.
+    pub(crate) settings: WorkerSettings,
+    /// Counters, gauges and heartbeats.
+    pub(crate) metrics: Arc<Metrics>,
+    /// Deliveries whose calls are under way.
+    pub(crate) in_flight: InFlight,
+}
+
+/// Deliveries whose calls are under way, by intent: the lease each holds and the handle that
+/// abandons the call when the lease is lost.
+#[derive(Default)]
+pub(crate) struct InFlight(Mutex<HashMap<i64, (Lease, AbortHandle)>>);
+
+impl InFlight {
+    fn map(&self) -> MutexGuard<'_, HashMap<i64, (Lease, AbortHandle)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers the call `spawn` starts for `lease`. The map is held while it spawns, so a call
+    /// that finishes at once cannot remove itself before it is inserted.
+    pub(crate) fn start(&self, lease: Lease, spawn: impl FnOnce() -> AbortHandle) {
+        let mut map = self.map();
+        let handle = spawn();
+        map.insert(lease.intent_id, (lease, handle));
+    }
+
+    /// The call for `intent_id` is over.
+    pub(crate) fn finish(&self, intent_id: i64) {
+        self.map().remove(&intent_id);
+    }
+
+    /// The leases of every call under way.
+    pub(crate) fn leases(&self) -> Vec<Lease> {
+        self.map().values().map(|(lease, _)| *lease).collect()
+    }
+
+    /// Abandons the calls among `held` whose leases were not `kept` and that are still under way
+    /// with the same epoch (one that finished meanwhile is gone from the map, or holds a newer
+    /// lease); returns how many.
+    pub(crate) fn abandon_lost(&self, held: &[Lease], kept: &HashSet<i64>) -> usize {
+        let mut map = self.map();
+        let mut lost = 0;
+        for lease in held.iter().filter(|l| !kept.contains(&l.intent_id)) {
+            if map.get(&lease.intent_id).is_some_and(|(l, _)| l == lease)
+                && let Some((_, handle)) = map.remove(&lease.intent_id)
+            {
+                handle.abort();
+                lost += 1;
+            }
+        }
+        lost
+    }
+
+    /// Abandons every call and returns their leases, to be released.
+    pub(crate) fn abandon_all(&self) -> Vec<Lease> {
+        self.map()
+            .drain()
+            .map(|(_, (lease, handle))| {
+                handle.abort();
+                lease
+            })
+            .collect()
+    }
+}

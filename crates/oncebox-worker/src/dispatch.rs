@@ -1,0 +1,226 @@
+//! From a claimed batch to calls under way: rows that need no call are completed at once, rows
+//! for destinations that do not honour keys are marked dispatched first (only marked rows are
+//! sent), and the rest are delivered with bounded concurrency, never inside a transaction.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use oncebox_core::config::IdempotencyMode;
+use oncebox_core::{AttemptError, AttemptKind, Status};
+use oncebox_delivery::DeliveryRequest;
+use oncebox_store::{ClaimedRow, Completion, Lease, Next, Phase, Report};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::completer::Outcomes;
+use crate::context::Context;
+use crate::decide::{Attempted, decide};
+use crate::routes::{Route, Routes};
+
+/// What a claimed deliver row needs.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Triage {
+    /// No call: record this at once.
+    Complete(Box<Completion>),
+    /// Call the destination; `mark` first when it does not honour keys.
+    Send {
+        /// Mark the row dispatched (fenced) before calling.
+        mark: bool,
+    },
+}
+
+/// Decides what a claimed deliver row needs before any call: a row finished while queued is
+/// cleared; an earlier attempt that was dispatched and never recorded is looked up or handed to
+/// a person; a passed deadline expires the intent; an action no longer configured fails it.
+pub(crate) fn triage(row: &ClaimedRow, routes: &Routes) -> Triage {
+    let skip = |status: Status, next: Next, kind: AttemptKind, detail: &str| {
+        Triage::Complete(Box::new(Completion {
+            lease: row.lease,
+            phase: Phase::Deliver,
+            attempt: row.attempt,
+            status,
+            response: None,
+            external_reference: None,
+            last_error: kind
+                .error_code()
+                .map(|code| AttemptError::new(code, detail)),
+            next,
+            report: Some(Report {
+                kind,
+                status_code: None,
+                error_code: None,
+                detail: Some(detail.to_owned()),
+                elapsed: Duration::ZERO,
+            }),
+        }))
+    };
+    if row.status.is_terminal() {
+        // Cancelled (or otherwise finished) while queued: never dispatched. Only cleared.
+        return Triage::Complete(Box::new(Completion {
+            lease: row.lease,
+            phase: Phase::Deliver,
+            attempt: row.attempt,
+            status: row.status,
+            response: None,
+            external_reference: None,
+            last_error: None,
+            next: Next::Done,
+            report: None,
+        }));
+    }
+    let Some(route) = routes.get(&row.action) else {
+        return skip(
+            Status::Failed,
+            Next::Done,
+            AttemptKind::PolicyRejected,
+            &format!("action {:?} is not configured", row.action),
+        );
+    };
+    const LOST: &str = "the worker that dispatched this attempt lost its lease before recording";
+    match (row.dispatched_at.is_some(), route.mode, row.deadline_passed) {
+        (true, IdempotencyMode::Lookup, _) => skip(
+            Status::Unknown,
+            Next::Reconcile,
+            AttemptKind::PreviousOutcomeUnknown,
+            &format!("{LOST}; to be looked up"),
+        ),
+        (true, IdempotencyMode::None, _) | (true, IdempotencyMode::Key, true) => skip(
+            Status::NeedsReview,
+            Next::Done,
+            AttemptKind::PreviousOutcomeUnknown,
+            &format!("{LOST}; no safe way to resolve it"),
+        ),
+        (false, _, true) => skip(
+            Status::Expired,
+            Next::Done,
+            AttemptKind::Expired,
+            "the deadline passed before an attempt could start",
+        ),
+        (prior_unknown, mode, _) => Triage::Send {
+            mark: !mode.honours_keys() && !prior_unknown,
+        },
+    }
+}
+
+/// Starts a claimed batch: completes the rows that need no call, marks the rest dispatched where
+/// needed, and spawns their calls into `calls` as permits allow.
+pub(crate) async fn start(
+    ctx: &Arc<Context>,
+    rows: Vec<ClaimedRow>,
+    permits: &Arc<Semaphore>,
+    outcomes: &Outcomes,
+    calls: &mut JoinSet<()>,
+) {
+    let mut to_send = Vec::with_capacity(rows.len());
+    let mut to_mark = Vec::new();
+    for row in rows {
+        match triage(&row, &ctx.routes) {
+            Triage::Complete(c) => send(outcomes, *c).await,
+            Triage::Send { mark } => {
+                if mark {
+                    to_mark.push(row.lease);
+                }
+                to_send.push(row);
+            }
+        }
+    }
+    if !to_mark.is_empty() {
+        let marked = mark(ctx, &to_mark).await;
+        let before = to_send.len();
+        to_send.retain(|r| !to_mark.contains(&r.lease) || marked.contains(&r.intent_id()));
+        ctx.metrics.leases_lost(before - to_send.len());
+    }
+    for row in to_send {
+        let Some(route) = ctx.routes.get(&row.action).cloned() else {
+            continue;
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (ctx2, outcomes) = (ctx.clone(), outcomes.clone());
+        let span = tracing::info_span!(
+            "delivery",
+            tenant = %row.tenant_id,
+            intent_id = row.intent_id(),
+            key = %row.idempotency_key,
+            attempt = row.attempt + 1
+        );
+        let lease = row.lease;
+        ctx.in_flight.start(lease, || {
+            calls.spawn(tracing::Instrument::instrument(
+                async move {
+                    let _permit = permit;
+                    let completion = call(&ctx2, &route, &row).await;
+                    ctx2.in_flight.finish(row.intent_id());
+                    send(&outcomes, completion).await;
+                },
+                span,
+            ))
+        });
+    }
+}
+
+/// Marks `leases` dispatched (fenced); the intents marked. A failure is logged and marks
+/// nothing: those rows wait for their lease to expire.
+async fn mark(ctx: &Context, leases: &[Lease]) -> HashSet<i64> {
+    match oncebox_store::mark_dispatched(&ctx.pool, &ctx.settings.id, leases).await {
+        Ok(ids) => ids.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "dispatch mark failed; those deliveries wait for their lease to expire");
+            HashSet::new()
+        }
+    }
+}
+
+/// One attempt: the call, its metrics, and the decision on its outcome.
+async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
+    let _destination_slot = match &route.limit {
+        Some(l) => l.clone().acquire_owned().await.ok(),
+        None => None,
+    };
+    let attempt = row.attempt + 1;
+    let req = DeliveryRequest {
+        tenant_id: &row.tenant_id,
+        idempotency_key: &row.idempotency_key,
+        action: &row.action,
+        attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+        request_hash: &row.request_hash,
+        arguments: row.delivery_arguments(),
+    };
+    let started = Instant::now();
+    let outcome = route.destination.deliver(&req, ctx.settings.lease()).await;
+    let elapsed = started.elapsed();
+    crate::crash::point("after_call").await;
+    ctx.metrics.delivered(
+        route.destination.name(),
+        outcome.class().as_str(),
+        elapsed.as_secs_f64(),
+    );
+    let attempted = Attempted {
+        lease: row.lease,
+        attempt,
+        deadline: row.deadline.map(SystemTime::from),
+        elapsed,
+    };
+    decide(
+        &attempted,
+        &outcome,
+        &route.policy,
+        route.mode,
+        SystemTime::now(),
+        &mut || fastrand::f64(),
+    )
+}
+
+/// Hands a completion to the completer; logs when it is gone (the worker is stopping and the
+/// lease will expire instead).
+pub(crate) async fn send(outcomes: &Outcomes, c: Completion) {
+    let intent_id = c.lease.intent_id;
+    if outcomes.send(c).await.is_err() {
+        tracing::error!(
+            intent_id,
+            "the completer is gone: this outcome is not recorded, the lease will expire"
+        );
+    }
+}

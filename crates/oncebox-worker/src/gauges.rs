@@ -1,0 +1,37 @@
+//! The gauges service: every few seconds it reads the ready queue's depth and the age of its
+//! oldest row (a bounded count over the ready index) into the metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::service::Service;
+
+/// How often the ready-queue gauges are read.
+const PERIOD: Duration = Duration::from_secs(5);
+
+/// The ready-queue gauges.
+pub(crate) struct Gauges;
+
+impl Service for Gauges {
+    const NAME: &'static str = "gauges";
+
+    async fn run(self, ctx: Arc<Context>, stop: CancellationToken) {
+        loop {
+            crate::crash::panic_in(Self::NAME);
+            match oncebox_store::ready_queue(&ctx.pool).await {
+                Ok(q) => ctx.metrics.ready(
+                    u64::try_from(q.depth).unwrap_or(0),
+                    (q.oldest_seconds.max(0.0) * 1000.0) as u64,
+                ),
+                Err(e) => tracing::warn!(error = %e, "reading the ready-queue gauges failed"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(PERIOD) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,2 @@
+-- Intents per status.
+SELECT status, count(*) FROM oncebox.intents GROUP BY status ORDER BY status

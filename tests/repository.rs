@@ -1,0 +1,226 @@
+//! The repository explains itself and keeps its own rules: no function outside tests is longer
+//! than 100 lines, nothing points at documents outside the repository, every statement file of
+//! the store is one the store runs, and the README's metrics table is what the binaries export.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every file under `dir` whose name ends with `ext`.
+fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "target") {
+                files(&p, ext, out);
+            }
+        } else if p.to_string_lossy().ends_with(ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// A line of Rust without its string and char literals and its `//` comment.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        match (in_str, c) {
+            (false, '/') if chars.peek() == Some(&'/') => break,
+            (false, '"') => in_str = true,
+            (true, '\\') => {
+                chars.next();
+            }
+            (true, '"') => in_str = false,
+            (false, '\'') => {
+                // A char literal ('x', '\n', '{') or a lifetime ('a): skip a literal only.
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with('\\') {
+                    chars.nth(2);
+                } else if rest.chars().nth(1) == Some('\'') {
+                    chars.nth(1);
+                }
+            }
+            (false, c) => out.push(c),
+            (true, _) => {}
+        }
+    }
+    out
+}
+
+/// The functions of `text` outside `#[cfg(test)]` modules longer than `limit` lines, as
+/// (name, first line, lines).
+fn long_functions(text: &str, limit: usize) -> Vec<(String, usize, usize)> {
+    let mut found = Vec::new();
+    let mut open: Vec<(String, usize, i64)> = Vec::new();
+    let mut depth: i64 = 0;
+    let mut test_module_depth: Option<i64> = None;
+    let mut cfg_test = false;
+    for (n, line) in text.lines().enumerate() {
+        let code = code_of(line);
+        let trimmed = code.trim();
+        if trimmed.starts_with("#[cfg(test)]") {
+            cfg_test = true;
+        } else if cfg_test && trimmed.starts_with("mod ") && trimmed.ends_with('{') {
+            test_module_depth.get_or_insert(depth);
+        } else if !trimmed.is_empty() && !trimmed.starts_with("#[") {
+            cfg_test = false;
+        }
+        if test_module_depth.is_none()
+            && let Some(i) = code.find("fn ")
+            && (i == 0 || !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+        {
+            let name: String = code[i + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                open.push((name, n, depth));
+            }
+        }
+        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        while let Some((name, start, d)) = open.last().cloned() {
+            let ended = depth <= d && (code.contains('}') || code.trim_end().ends_with(';'));
+            if !ended {
+                break;
+            }
+            open.pop();
+            if n + 1 - start > limit {
+                found.push((name, start + 1, n + 1 - start));
+            }
+        }
+        if test_module_depth.is_some_and(|d| depth <= d) {
+            test_module_depth = None;
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_100_lines() {
+    let mut sources = Vec::new();
+    files(&root().join("crates"), ".rs", &mut sources);
+    let mut long = Vec::new();
+    for f in sources.iter().filter(|p| {
+        let s = p.to_string_lossy();
+        s.contains("/src/") && !s.contains("/tests/")
+    }) {
+        let text = std::fs::read_to_string(f).expect("read");
+        for (name, line, lines) in long_functions(&text, 100) {
+            long.push(format!("{}:{line} {name} ({lines} lines)", f.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over 100 lines:\n{}",
+        long.join("\n")
+    );
+    // The checker itself finds a long function.
+    let body = "    let x = 1;\n".repeat(101);
+    let sample = format!(
+        "fn long() {{\n{body}}}\n#[cfg(test)]\nmod tests {{\n    fn also_long() {{\n{body}    }}\n}}\n"
+    );
+    let found = long_functions(&sample, 100);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "long");
+}
+
+#[test]
+fn nothing_points_outside_the_repository() {
+    let mut checked = Vec::new();
+    for dir in ["crates", "tests", "scripts", "docs", "deploy"] {
+        for ext in [".rs", ".sh", ".md", ".sql", ".toml", ".yaml", ".json"] {
+            files(&root().join(dir), ext, &mut checked);
+        }
+    }
+    checked.push(root().join("README.md"));
+    let this = Path::new(file!()).file_name().expect("name").to_owned();
+    let mut outside = Vec::new();
+    for f in checked.iter().filter(|f| f.file_name() != Some(&this)) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("../shared")
+                || line.contains("DESIGN §")
+                || line.contains("shared/bench")
+            {
+                outside.push(format!("{}:{}: {line}", f.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "references outside the repository:\n{}",
+        outside.join("\n")
+    );
+}
+
+#[test]
+fn every_statement_file_is_one_the_store_runs() {
+    let mut sql = Vec::new();
+    files(
+        &root().join("crates/oncebox-store/queries"),
+        ".sql",
+        &mut sql,
+    );
+    let on_disk: BTreeSet<String> = sql
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    let known: BTreeSet<String> = oncebox_store::sql::ALL
+        .iter()
+        .map(|(file, _)| (*file).to_owned())
+        .collect();
+    assert_eq!(on_disk, known, "queries/*.sql and oncebox_store::sql::ALL");
+    for (file, text) in oncebox_store::sql::ALL {
+        assert!(
+            text.trim_start().starts_with("--"),
+            "{file} opens with a header saying what it means"
+        );
+    }
+}
+
+#[test]
+fn the_readme_metrics_table_is_what_the_binaries_export() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let section = readme
+        .split("### Metrics")
+        .nth(1)
+        .expect("a '### Metrics' section in the README");
+    let rows: BTreeSet<(String, String, String)> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| metric"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (
+                cells[1].trim_matches('`').to_owned(),
+                cells[2].to_owned(),
+                cells[3].replace('`', ""),
+            )
+        })
+        .collect();
+    let exported: BTreeSet<(String, String, String)> = oncebox_worker::metrics::DEFINITIONS
+        .iter()
+        .chain(oncebox_api::metrics::DEFINITIONS)
+        .map(|d| {
+            (
+                d.name.to_owned(),
+                d.kind.as_str().to_owned(),
+                if d.labels.is_empty() {
+                    "—".to_owned()
+                } else {
+                    d.labels.join(", ")
+                },
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows, exported,
+        "README metrics table vs the metric definitions"
+    );
+}

@@ -1,0 +1,16 @@
+//! The test kit shared by every end-to-end test binary: a database of the test's own, free
+//! ports, child processes, the pinned Python tools. Each guard cleans up when dropped — the
+//! database is dropped and the processes are killed — so a failing test leaves nothing behind,
+//! and every wait has a deadline, so a hung process fails its test instead of hanging the suite.
+// Each test binary uses a subset of the kit.
+#![allow(dead_code, unused_imports)]
+
+pub(crate) mod db;
+pub(crate) mod net;
+pub(crate) mod process;
+pub(crate) mod tools;
+
+pub(crate) use db::{TestDb, url_for};
+pub(crate) use net::free_addr;
+pub(crate) use process::Proc;
+pub(crate) use tools::pytools;

@@ -1,0 +1,294 @@
+//! Delivery: retries with Retry-After, deadlines and exhausted attempts; wake-ups by NOTIFY
+//! alone; cancelled intents never sent; a panicking service stopping the worker.
+
+use std::time::{Duration, SystemTime};
+
+use oncebox_core::NewIntent;
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use serde_json::{Value, json};
+
+use crate::env::*;
+use crate::support::free_addr;
+
+#[tokio::test]
+async fn retry_after_deadline_and_exhausted_attempts() {
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new(
+        "retries",
+        &config(&rx.url(), "key", "[destinations.billing.retry]\nmax_attempts = 3\ninitial_delay = \"50ms\"\nmax_delay = \"100ms\""),
+    )
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "retry-after",
+        "create_invoice",
+        json!({"faults": ["503:2", "ok"]}),
+    ))
+    .await;
+    env.submit(NewIntent {
+        deadline: Some(SystemTime::now() + Duration::from_millis(1500)),
+        ..NewIntent::new(
+            "t1",
+            "deadline",
+            "create_invoice",
+            json!({"faults": ["503:5", "ok"]}),
+        )
+    })
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "exhausted",
+        "create_invoice",
+        json!({"faults": ["429:0", "503:0", "503:0", "ok"]}),
+    ))
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "refused",
+        "create_invoice",
+        json!({"faults": ["400"]}),
+    ))
+    .await;
+    let metrics_addr = free_addr();
+    let worker = env.worker_with("w", &[], "5s", &["--metrics-addr", &metrics_addr]);
+    env.wait_until(Duration::from_secs(30), "all terminal", || async {
+        env.open().await == 0
+    })
+    .await;
+    let metrics = scrape(&metrics_addr).await;
+    assert!(worker.stop().await.success());
+    // Whole series, whole values: `… 1` must not match `… 10`.
+    for (series, value) in [
+        (
+            "oncebox_deliveries_total{destination=\"billing\",outcome=\"succeeded\"}",
+            1.0,
+        ),
+        (
+            "oncebox_deliveries_total{destination=\"billing\",outcome=\"retry_before_execution\"}",
+            5.0,
+        ),
+        (
+            "oncebox_deliveries_total{destination=\"billing\",outcome=\"permanent\"}",
+            1.0,
+        ),
+        (
+            "oncebox_delivery_seconds_count{destination=\"billing\"}",
+            7.0,
+        ),
+        ("oncebox_leases_lost_total", 0.0),
+    ] {
+        assert_eq!(
+            metric(&metrics, series),
+            Some(value),
+            "{series} in /metrics:\n{metrics}"
+        );
+    }
+    for series in [
+        "oncebox_ready_depth",
+        "oncebox_oldest_ready_age_seconds",
+        "oncebox_claim_batch_size_count",
+    ] {
+        assert!(
+            metric(&metrics, series).is_some(),
+            "/metrics lacks {series}:\n{metrics}"
+        );
+    }
+
+    let seen = rx.seen();
+    let times = |key: &str| {
+        seen.iter()
+            .filter(|s| s.key == key)
+            .map(|s| s.at)
+            .collect::<Vec<_>>()
+    };
+    let ra = times("retry-after");
+    assert_eq!(ra.len(), 2);
+    assert!(
+        ra[1] - ra[0] >= Duration::from_secs(2),
+        "second attempt {:?} after the first",
+        ra[1] - ra[0]
+    );
+    assert_eq!(env.status_of("retry-after").await, "succeeded");
+
+    assert_eq!(times("deadline").len(), 1, "no attempt after the deadline");
+    assert_eq!(env.status_of("deadline").await, "expired");
+
+    assert_eq!(times("exhausted").len(), 3, "max_attempts = 3");
+    assert_eq!(env.status_of("exhausted").await, "failed");
+    let error: Value = sqlx::query_scalar(
+        "SELECT last_error FROM oncebox.intents WHERE idempotency_key = 'exhausted'",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("error");
+    assert_eq!(error["status_code"], 503);
+
+    assert_eq!(times("refused").len(), 1);
+    assert_eq!(env.status_of("refused").await, "failed");
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
+        .fetch_one(&env.pool)
+        .await
+        .expect("n");
+    assert_eq!(attempts, 2 + 1 + 3 + 1, "one report row per attempt");
+    assert_eq!(
+        rx.total_effects(),
+        1,
+        "only retry-after's second attempt executed"
+    );
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn work_still_arrives_after_the_listen_connection_is_cut() {
+    let rx = Receiver::start(ReceiverConfig {
+        honours_keys: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let env = Env::new("relisten", &config(&rx.url(), "key", "")).await;
+    // Polling far longer than the test: only NOTIFY can wake this worker.
+    let worker = env.worker_with("w", &[], "5s", &["--poll-interval", "1h"]);
+    env.submit(NewIntent::new("t1", "before", "create_invoice", json!({})))
+        .await;
+    env.wait_until(Duration::from_secs(20), "first delivery", || async {
+        env.status_of("before").await == "succeeded"
+    })
+    .await;
+    // Wait until the worker is idle on LISTEN (it registers as waiting), then cut its LISTEN
+    // connection from the server side.
+    env.wait_until(
+        Duration::from_secs(10),
+        "the worker to wait on LISTEN",
+        || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'",
+            )
+            .fetch_one(&env.pool)
+            .await
+            .expect("waiting");
+            n == 1
+        },
+    )
+    .await;
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+          WHERE datname = current_database() AND query LIKE 'LISTEN%') t",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("terminate");
+    assert_eq!(cut, 1, "the worker had one LISTEN connection");
+    // One at a time, each delivered before the next is submitted: after the cut the worker
+    // listens again and claims once to catch up on what it may have missed — that can find at
+    // most the first; every later one is found only because its NOTIFY woke the worker.
+    for i in 0..5 {
+        let key = format!("after-{i}");
+        env.submit(NewIntent::new(
+            "t1",
+            key.clone(),
+            "create_invoice",
+            json!({}),
+        ))
+        .await;
+        env.wait_until(
+            Duration::from_secs(20),
+            "a delivery woken by NOTIFY",
+            || async { env.status_of(&key).await == "succeeded" },
+        )
+        .await;
+    }
+    assert!(worker.stop().await.success());
+    assert_eq!(rx.total_effects(), 6);
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn cancelled_intents_are_never_dispatched() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("cancelled", &config(&rx.url(), "key", "")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "cancelled-1",
+        "create_invoice",
+        json!({}),
+    ))
+    .await;
+    env.submit(NewIntent::new("t1", "kept-1", "create_invoice", json!({})))
+        .await;
+    // Cancelled while its row was already queued for a worker: the race `oncebox ops cancel` avoids
+    // by deleting the row in the same transaction, written here by hand so that the worker meets
+    // a terminal intent it must clear and never send.
+    sqlx::query(
+        "UPDATE oncebox.intents SET status = 'cancelled', completed_at = '2026-01-01T00:00:00Z',
+                last_error = '{\"code\": \"operator\", \"detail\": \"by ops\"}'
+         WHERE idempotency_key = 'cancelled-1'",
+    )
+    .execute(&env.pool)
+    .await
+    .expect("cancel");
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "the queue to empty", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox")
+            .fetch_one(&env.pool)
+            .await
+            .expect("n");
+        n == 0
+    })
+    .await;
+    assert!(worker.stop().await.success());
+    assert_eq!(env.status_of("kept-1").await, "succeeded");
+    assert_eq!(env.status_of("cancelled-1").await, "cancelled");
+    let (completed, error): (String, Value) = sqlx::query_as(
+        "SELECT completed_at::date::text, last_error FROM oncebox.intents WHERE idempotency_key = 'cancelled-1'",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .expect("cancelled row");
+    assert_eq!(
+        completed, "2026-01-01",
+        "a terminal intent is never rewritten"
+    );
+    assert_eq!(error["detail"], "by ops");
+    let keys: Vec<String> = rx.seen().into_iter().map(|s| s.key).collect();
+    assert_eq!(
+        keys,
+        ["kept-1"],
+        "the cancelled intent never reached the receiver"
+    );
+    env.drop_db().await;
+}
+
+/// A service that panics stops the whole worker: the others stop as on SIGTERM, the process
+/// exits non-zero (so that whatever runs it restarts it) and the log names the service.
+#[tokio::test]
+async fn a_panicking_service_stops_the_worker_with_a_non_zero_exit_naming_it() {
+    let env = Env::new("panic", &config("http://127.0.0.1:9/x", "key", "")).await;
+    for service in ["gauges", "claimer", "completer"] {
+        let point = format!("panic:{service}");
+        let (mut worker, log) = env.worker_logged(service, &[("ONCEBOX_CRASH_AT", &point)]);
+        let status = worker.exited().await;
+        let log = std::fs::read_to_string(&log).expect("log");
+        assert_eq!(status.code(), Some(1), "{service}: {status:?}\n{log}");
+        assert!(
+            log.contains(&format!("error: the {service} service panicked")),
+            "the error names the {service} service:\n{log}"
+        );
+        assert!(
+            log.contains(&format!("service=\"{service}\"")),
+            "the log line names the service:\n{log}"
+        );
+    }
+    // Without the hook, the same worker runs until SIGTERM and exits 0.
+    let worker = env.worker("calm", &[], "5s");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(worker.stop().await.success());
+    env.drop_db().await;
+}

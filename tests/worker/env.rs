@@ -1,0 +1,265 @@
+//! What the worker tests share: a database and a config file of the test's own, worker
+//! processes, and small helpers to read the journal, the retry report and the probes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oncebox_core::NewIntent;
+use oncebox_core::config::Config;
+use oncebox_receiver::Receiver;
+use oncebox_store::Intake;
+use serde_json::Value;
+use sqlx::{PgPool, Row};
+
+use crate::support::{Proc, TestDb};
+
+/// The binary under test.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
+
+/// A database and a config file of one test's own, both removed when dropped.
+pub(crate) struct Env {
+    db: TestDb,
+    pub(crate) url: String,
+    pub(crate) config: PathBuf,
+    pub(crate) pool: PgPool,
+    pub(crate) intake: Intake,
+}
+
+impl Env {
+    pub(crate) async fn new(test: &str, config: &str) -> Env {
+        let db = TestDb::new("w", test, true).await;
+        let pool = db.pool(8).await;
+        let path = std::env::temp_dir().join(format!("{}.toml", db.name()));
+        std::fs::write(&path, config).expect("config file");
+        let intake = Intake::new(&Config::from_toml(config).expect("valid config"));
+        Env {
+            url: db.url().to_owned(),
+            db,
+            config: path,
+            pool,
+            intake,
+        }
+    }
+
+    /// The test database's name (also used to name queues and exchanges of the test).
+    pub(crate) fn name(&self) -> &str {
+        self.db.name()
+    }
+
+    pub(crate) async fn submit(&self, intent: NewIntent) {
+        let mut tx = self.pool.begin().await.expect("begin");
+        self.intake.submit(&mut tx, intent).await.expect("submit");
+        tx.commit().await.expect("commit");
+    }
+
+    pub(crate) fn worker(&self, id: &str, extra_env: &[(&str, &str)], lease: &str) -> Proc {
+        self.worker_with(id, extra_env, lease, &[])
+    }
+
+    pub(crate) fn worker_with(
+        &self,
+        id: &str,
+        extra_env: &[(&str, &str)],
+        lease: &str,
+        args: &[&str],
+    ) -> Proc {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--config"])
+            .arg(&self.config)
+            .args(["--id", id, "--lease", lease]);
+        // Defaults for tests, unless the caller names the flag itself.
+        for (flag, value) in [
+            ("--poll-interval", "100ms"),
+            ("--grace", "2s"),
+            ("--concurrency", "32"),
+        ] {
+            if !args.contains(&flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        cmd.args(args)
+            .env("DATABASE_URL", &self.url)
+            .env("ONCEBOX_LOG", "warn")
+            .env_remove("AMQP_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        Proc::spawn(&mut cmd, format!("worker {id}"))
+    }
+
+    /// A worker whose stderr goes to a file of the test's own (read it with
+    /// `std::fs::read_to_string`).
+    pub(crate) fn worker_logged(&self, id: &str, extra_env: &[(&str, &str)]) -> (Proc, PathBuf) {
+        let log = std::env::temp_dir().join(format!("{}-{id}.log", self.name()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--config"])
+            .arg(&self.config)
+            .args(["--id", id, "--poll-interval", "100ms"])
+            .env("DATABASE_URL", &self.url)
+            .env("ONCEBOX_LOG", "warn")
+            .env_remove("AMQP_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        (Proc::spawn(&mut cmd, format!("worker {id}")), log)
+    }
+
+    pub(crate) async fn status_counts(&self) -> HashMap<String, i64> {
+        sqlx::query("SELECT status::text, count(*) AS n FROM oncebox.intents GROUP BY status")
+            .fetch_all(&self.pool)
+            .await
+            .expect("counts")
+            .into_iter()
+            .map(|r| (r.get("status"), r.get("n")))
+            .collect()
+    }
+
+    pub(crate) async fn status_of(&self, key: &str) -> String {
+        sqlx::query_scalar("SELECT status::text FROM oncebox.intents WHERE idempotency_key = $1")
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .expect("status")
+    }
+
+    /// Intents not yet terminal.
+    pub(crate) async fn open(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+            .fetch_one(&self.pool)
+            .await
+            .expect("open")
+    }
+
+    /// Outbox rows leased to `worker` (for a worker just killed: what it held when it died).
+    pub(crate) async fn held_by(&self, worker: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = $1")
+            .bind(worker)
+            .fetch_one(&self.pool)
+            .await
+            .expect("held")
+    }
+
+    /// Waits until `done` holds, checking every 100 ms, for at most `limit`.
+    pub(crate) async fn wait_until<F, Fut>(&self, limit: Duration, what: &str, mut done: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !done().await {
+            assert!(
+                start.elapsed() < limit,
+                "timed out after {limit:?} waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(crate) async fn drop_db(self) {
+        self.pool.close().await;
+        let _ = std::fs::remove_file(&self.config);
+        self.db.drop_db().await;
+    }
+}
+
+/// GET `path` from a worker's probe server: (status code, body); (0, why) when nothing answers.
+pub(crate) async fn probe(addr: &str, path: &str) -> (u16, String) {
+    oncebox_delivery::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    match client.get(format!("http://{addr}{path}")).send().await {
+        Ok(r) => {
+            let code = r.status().as_u16();
+            (code, r.text().await.unwrap_or_default())
+        }
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+/// GET /metrics from a worker.
+pub(crate) async fn scrape(addr: &str) -> String {
+    let (code, body) = probe(addr, "/metrics").await;
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+/// The value of the series `series` (name and labels, exactly) in a Prometheus text body.
+pub(crate) fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(name, _)| *name == series)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// Runs `oncebox ops ...` against the test's database.
+pub(crate) fn ops(env: &Env, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .arg("ops")
+        .args(args)
+        .arg("--json")
+        .env("DATABASE_URL", &env.url)
+        .env("USER", "ana")
+        .output()
+        .expect("oncebox ops");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (out.status.code().expect("exit code"), doc, stderr)
+}
+
+pub(crate) fn config(url: &str, idempotency: &str, extra: &str) -> String {
+    format!(
+        r#"
+[actions.create_invoice]
+destination = "billing"
+
+[destinations.billing]
+kind = "http"
+url = "{url}"
+idempotency = "{idempotency}"
+timeout = "1s"
+reference_pointer = "/id"
+{extra}
+"#
+    )
+}
+
+pub(crate) fn lookup_config(url: &str) -> String {
+    config(
+        url,
+        "lookup",
+        "[destinations.billing.lookup]\nurl = \"http://127.0.0.1:9/find?key={key}\"",
+    )
+}
+
+pub(crate) fn reconcile_config(rx: &Receiver, window: &str) -> String {
+    config(
+        &rx.url(),
+        "lookup",
+        &format!(
+            "consistency_window = \"{window}\"\n[destinations.billing.lookup]\nurl = \"{}?key={{key}}\"\nresults_pointer = \"/data\"\nfields = [\"/n\"]\nreference_pointer = \"/id\"\ntimeout = \"1s\"",
+            rx.url()
+        ),
+    )
+}
+
+pub(crate) async fn reports(env: &Env, key: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT outcome::text FROM oncebox.attempts WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = $1) ORDER BY id",
+    )
+    .bind(key)
+    .fetch_all(&env.pool)
+    .await
+    .expect("reports")
+}

@@ -1,0 +1,17 @@
+//! The delivery workers end to end: real `oncebox worker` processes, a real receiver, the real
+//! Postgres and RabbitMQ; crashes are real SIGKILLs or aborts at named points. Effects are
+//! counted at the receiver. One file per subject; `env` and `broker` hold what they share.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod amqp;
+mod broker;
+mod crashes;
+mod dead_letters;
+mod delivery;
+mod env;
+mod ops;
+mod probes;
+mod reconciliation;
+mod scaling;

@@ -1,0 +1,193 @@
+//! `oncebox ops` against intents a real worker produced.
+
+use std::time::Duration;
+
+use oncebox_core::NewIntent;
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use serde_json::json;
+
+use crate::env::*;
+
+#[tokio::test]
+async fn ops_retry_resolve_cancel_purge_show_and_stats() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("ops", &reconcile_config(&rx, "30s")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "refused",
+        "create_invoice",
+        json!({"n": 1, "faults": ["400", "ok"]}),
+    ))
+    .await;
+    env.submit(NewIntent::new(
+        "t1",
+        "twice",
+        "create_invoice",
+        json!({"n": 2, "faults": ["double"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(
+        Duration::from_secs(20),
+        "failed and needs_review",
+        || async {
+            env.status_of("refused").await == "failed"
+                && env.status_of("twice").await == "needs_review"
+        },
+    )
+    .await;
+    assert!(worker.stop().await.success());
+
+    let (code, listed, _) = ops(&env, &["list", "--status", "failed"]);
+    assert_eq!(code, 0);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["idempotency_key"], "refused");
+    assert_eq!(
+        ops(&env, &["list", "--status", "done"]).0,
+        2,
+        "an unknown status is a usage error"
+    );
+
+    // Retry: failed -> pending, same key; the next worker delivers it once.
+    let (code, retried, err) = ops(&env, &["retry", "refused", "--reason", "receiver fixed"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(retried["status"], "pending");
+    assert_eq!(retried["idempotency_key"], "refused");
+    // Cancel is refused once an attempt was made.
+    let (code, _, err) = ops(&env, &["cancel", "refused"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("attempt"), "{err}");
+
+    // Resolve the ambiguous one by hand.
+    let (code, resolved, err) = ops(
+        &env,
+        &["resolve", "twice", "--succeeded", "--reference", "INV-2"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        (
+            resolved["status"].as_str(),
+            resolved["external_reference"].as_str()
+        ),
+        (Some("succeeded"), Some("INV-2"))
+    );
+    assert_eq!(
+        ops(&env, &["resolve", "twice", "--failed", "--reason", "x"]).0,
+        3,
+        "already decided"
+    );
+    assert_eq!(
+        ops(&env, &["retry", "twice"]).0,
+        3,
+        "a succeeded intent is never retried"
+    );
+    let (code, shown, _) = ops(&env, &["show", "twice"]);
+    assert_eq!(code, 0);
+    let outcomes: Vec<&str> = shown["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|h| h["outcome"].as_str())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["unknown", "lookup_ambiguous", "operator_resolved"]
+    );
+    assert_eq!(shown["history"][2]["worker"], "ops:ana");
+    assert_eq!(ops(&env, &["show", "nope"]).0, 4);
+
+    // Cancel before dispatch works; while a worker holds the lease it is refused.
+    env.submit(NewIntent::new(
+        "t1",
+        "later",
+        "create_invoice",
+        json!({"n": 3}),
+    ))
+    .await;
+    let (code, cancelled, err) = ops(&env, &["cancel", "later"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(cancelled["status"], "cancelled");
+    env.submit(NewIntent::new(
+        "t1",
+        "held",
+        "create_invoice",
+        json!({"n": 4}),
+    ))
+    .await;
+    sqlx::query(
+        "UPDATE oncebox.outbox SET lease_owner = 'w9', lease_expires_at = now() + interval '2 seconds', epoch = epoch + 1
+         WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'held')",
+    )
+    .execute(&env.pool)
+    .await
+    .expect("lease");
+    let (code, _, err) = ops(&env, &["cancel", "held"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("w9"), "{err}");
+
+    // The retried intent is delivered by the next worker; cancelled ones never are.
+    let worker = env.worker("w2", &[], "5s");
+    env.wait_until(
+        Duration::from_secs(20),
+        "retried and held delivered",
+        || async {
+            env.status_of("refused").await == "succeeded"
+                && env.status_of("held").await == "succeeded"
+        },
+    )
+    .await;
+    assert!(worker.stop().await.success());
+    assert_eq!(rx.effects().get("refused"), Some(&1));
+    assert!(
+        !rx.effects().contains_key("later"),
+        "a cancelled intent is never sent"
+    );
+
+    // Purge: only terminal intents past retention; never a non-terminal one.
+    sqlx::query("UPDATE oncebox.intents SET completed_at = now() - interval '40 days' WHERE idempotency_key IN ('refused', 'twice')")
+        .execute(&env.pool)
+        .await
+        .expect("age");
+    env.submit(NewIntent::new(
+        "t1",
+        "still-pending",
+        "create_invoice",
+        json!({"n": 5}),
+    ))
+    .await;
+    sqlx::query("UPDATE oncebox.intents SET updated_at = now() - interval '40 days', created_at = now() - interval '40 days' WHERE idempotency_key = 'still-pending'")
+        .execute(&env.pool)
+        .await
+        .expect("age");
+    assert_eq!(
+        ops(&env, &["purge", "--older-than", "1h"]).0,
+        2,
+        "retention under a day is refused"
+    );
+    let (code, purged, err) = ops(&env, &["purge"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(purged["purged"], 2);
+    let keys: Vec<String> =
+        sqlx::query_scalar("SELECT idempotency_key FROM oncebox.intents ORDER BY 1")
+            .fetch_all(&env.pool)
+            .await
+            .expect("keys");
+    assert_eq!(keys, ["held", "later", "still-pending"]);
+    let orphans: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts a WHERE NOT EXISTS (SELECT 1 FROM oncebox.intents i WHERE i.id = a.intent_id)")
+        .fetch_one(&env.pool)
+        .await
+        .expect("n");
+    assert_eq!(orphans, 0, "their history went with them");
+
+    let (code, stats, _) = ops(&env, &["stats"]);
+    assert_eq!(code, 0);
+    assert!(
+        stats["stats"]["by_status"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "{stats}"
+    );
+    env.drop_db().await;
+}

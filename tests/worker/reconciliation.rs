@@ -1,0 +1,143 @@
+//! Reconciliation: unknown outcomes at receivers that do not honour keys, looked up by key.
+
+use std::time::Duration;
+
+use oncebox_core::NewIntent;
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use serde_json::json;
+
+use crate::env::*;
+
+#[tokio::test]
+async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_effect() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("reconciled", &reconcile_config(&rx, "30s")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "dropped",
+        "create_invoice",
+        json!({"n": 7, "faults": ["drop"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "reconciled", || async {
+        env.status_of("dropped").await == "succeeded"
+    })
+    .await;
+    assert!(worker.stop().await.success());
+    let reference: String = sqlx::query_scalar("SELECT external_reference FROM oncebox.intents")
+        .fetch_one(&env.pool)
+        .await
+        .expect("reference");
+    assert_eq!(reference, "ref-dropped");
+    assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
+    assert_eq!(
+        rx.seen().len(),
+        1,
+        "one POST: the answer was looked up, not re-sent"
+    );
+    assert_eq!(reports(&env, "dropped").await, ["unknown", "lookup_found"]);
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn nothing_found_is_reissued_only_after_the_consistency_window() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("reissued", &reconcile_config(&rx, "2s")).await;
+    // The first attempt never executes and never answers (timeout: unknown); the re-issue works.
+    env.submit(NewIntent::new(
+        "t1",
+        "lost",
+        "create_invoice",
+        json!({"n": 1, "faults": ["hang:3000", "ok"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(
+        Duration::from_secs(30),
+        "succeeded after re-issue",
+        || async { env.status_of("lost").await == "succeeded" },
+    )
+    .await;
+    assert!(worker.stop().await.success());
+    let posts: Vec<_> = rx
+        .seen()
+        .into_iter()
+        .filter(|s| s.key == "lost")
+        .map(|s| s.at)
+        .collect();
+    assert_eq!(posts.len(), 2);
+    assert!(
+        posts[1] - posts[0] >= Duration::from_secs(2),
+        "re-issued {:?} after the first dispatch",
+        posts[1] - posts[0]
+    );
+    assert_eq!(rx.effects().get("lost"), Some(&1), "exactly one effect");
+    let r = reports(&env, "lost").await;
+    assert_eq!(r.first().map(String::as_str), Some("unknown"));
+    assert!(
+        r.contains(&"lookup_none".to_owned()),
+        "looked again inside the window: {r:?}"
+    );
+    assert!(r.contains(&"reissue".to_owned()), "{r:?}");
+    assert_eq!(r.last().map(String::as_str), Some("succeeded"));
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let env = Env::new("reconcile_only", &reconcile_config(&rx, "30s")).await;
+    env.submit(NewIntent::new(
+        "t1",
+        "dropped",
+        "create_invoice",
+        json!({"n": 1, "faults": ["drop"]}),
+    ))
+    .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_until(Duration::from_secs(20), "reconciled", || async {
+        env.status_of("dropped").await == "succeeded"
+    })
+    .await;
+    assert!(worker.stop().await.success());
+    // A second intent lost its answer too, but only a reconcile-only worker runs now.
+    env.submit(NewIntent::new(
+        "t1",
+        "queued",
+        "create_invoice",
+        json!({"n": 2}),
+    ))
+    .await;
+    sqlx::query(
+        "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload, status, attempt_count)
+         VALUES ('t1', 'orphan', 'create_invoice', repeat('0', 64), '{\"n\": 3}', 'unknown', 1)",
+    )
+    .execute(&env.pool)
+    .await
+    .expect("unknown intent");
+    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, dispatched_at) SELECT id, 'reconcile', now() - interval '1 hour' FROM oncebox.intents WHERE idempotency_key = 'orphan'")
+        .execute(&env.pool)
+        .await
+        .expect("reconcile row");
+    let worker = env.worker_with("r", &[], "5s", &["--reconcile-only"]);
+    // Nothing found an hour after dispatch: re-issued (pending), but not delivered by this worker.
+    env.wait_until(Duration::from_secs(20), "re-issued", || async {
+        env.status_of("orphan").await == "pending"
+    })
+    .await;
+    assert!(worker.stop().await.success());
+    assert_eq!(
+        env.status_of("queued").await,
+        "pending",
+        "no delivery by a reconcile-only worker"
+    );
+    assert_eq!(rx.seen().len(), 1, "only the first worker's POST");
+    env.drop_db().await;
+}
