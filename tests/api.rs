@@ -2,7 +2,7 @@
 //! loopback. Every error must be problem+json and never a 5xx.
 
 mod support;
-use support::{Proc, TestDb, free_addr, pytools};
+use support::{Proc, TestDb, free_addr, pytools, run_ok};
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -89,15 +89,10 @@ impl Api {
     }
 
     fn token_with_role(&self, tenant: &str, role: &str) -> String {
-        let out = Command::new(BIN)
-            .args(["ops", "token", "create", "--tenant", tenant, "--role", role])
-            .env("DATABASE_URL", &self.db_url)
-            .output()
-            .expect("token");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_ok(
+            Command::new(BIN)
+                .args(["ops", "token", "create", "--tenant", tenant, "--role", role])
+                .env("DATABASE_URL", &self.db_url),
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }

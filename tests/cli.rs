@@ -3,7 +3,7 @@
 //! Each test works in a database of its own.
 
 mod support;
-use support::{TestDb as Db, free_addr, url_for};
+use support::{TestDb as Db, assert_help, code, free_addr, stdout_json, url_for};
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -76,20 +76,6 @@ impl TestDb {
     }
 }
 
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exit code")
-}
-
-fn stdout_json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
-}
-
 fn stderr_json(o: &Output) -> Value {
     let text = String::from_utf8_lossy(&o.stderr);
     let last = text
@@ -153,16 +139,7 @@ fn help_is_there_for_every_subcommand() {
         &["ops", "token", "create"],
         &["ops", "token", "revoke"],
     ] {
-        let o = Command::new(BIN)
-            .args(sub)
-            .arg("--help")
-            .output()
-            .expect("run");
-        assert_eq!(code(&o), 0, "{sub:?} --help");
-        assert!(
-            String::from_utf8_lossy(&o.stdout).contains("Usage"),
-            "{sub:?}"
-        );
+        assert_help(BIN, sub);
     }
     let o = Command::new(BIN).arg("frobnicate").output().expect("run");
     assert_eq!(code(&o), 2, "unknown subcommand is a usage error");
@@ -335,72 +312,34 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
     let config = db.write("oncebox.toml", CONFIG);
     let config = config.to_str().expect("utf-8 path");
     assert_eq!(code(&db.run(&["migrate"])), 0);
-    let cases: &[(&[&str], &str)] = &[
+    // (key, action, arguments, more flags) → the field named.
+    let cases: &[(&str, &str, &str, &[&str], &str)] = &[
+        ("has space", "create_invoice", "{}", &[], "idempotency_key"),
+        ("k", "create_invoice", "[1, 2]", &[], "arguments"),
+        ("k", "create_invoice", "{", &[], "arguments"),
         (
-            &[
-                "--key",
-                "has space",
-                "--action",
-                "create_invoice",
-                "--arguments",
-                "{}",
-            ],
-            "idempotency_key",
-        ),
-        (
-            &[
-                "--key",
-                "k",
-                "--action",
-                "create_invoice",
-                "--arguments",
-                "[1, 2]",
-            ],
-            "arguments",
-        ),
-        (
-            &[
-                "--key",
-                "k",
-                "--action",
-                "create_invoice",
-                "--arguments",
-                "{",
-            ],
-            "arguments",
-        ),
-        (
-            &[
-                "--key",
-                "k",
-                "--action",
-                "create_invoice",
-                "--arguments",
-                r#"{"id": 9007199254740993}"#,
-            ],
+            "k",
+            "create_invoice",
+            r#"{"id": 9007199254740993}"#,
+            &[],
             "arguments/id",
         ),
+        ("k", "send_email", "{}", &[], "action"),
         (
-            &["--key", "k", "--action", "send_email", "--arguments", "{}"],
-            "action",
-        ),
-        (
-            &[
-                "--key",
-                "k",
-                "--action",
-                "create_invoice",
-                "--arguments",
-                "{}",
-                "--deadline",
-                "tomorrow",
-            ],
+            "k",
+            "create_invoice",
+            "{}",
+            &["--deadline", "tomorrow"],
             "deadline",
         ),
     ];
-    for (extra, field) in cases {
+    for (key, action, arguments, more, field) in cases {
+        let extra: Vec<&str> = ["--key", key, "--action", action, "--arguments", arguments]
+            .into_iter()
+            .chain(more.iter().copied())
+            .collect();
         let mut args = vec!["submit", "--json", "--config", config, "--tenant", "t1"];
-        args.extend_from_slice(extra);
+        args.extend_from_slice(&extra);
         let o = db.run(&args);
         assert_eq!(
             code(&o),

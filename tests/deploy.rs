@@ -8,7 +8,7 @@
 //! `support::pytools`.
 
 mod support;
-use support::pytools;
+use support::{pytools, run_ok};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -146,15 +146,10 @@ fn kubernetes_manifests_validate_against_the_kubernetes_schemas() {
         .collect();
     assert_eq!(listed, present, "kustomization.yaml resources");
     // The rendered kustomization validates too (kubectl is one of the pinned test tools).
-    let out = Command::new(pytools().join("kubectl"))
-        .arg("kustomize")
-        .arg(&dir)
-        .output()
-        .expect("kubectl from the pinned test tools (scripts/pytools.sh)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(pytools().join("kubectl"))
+            .arg("kustomize")
+            .arg(&dir),
     );
     let rendered = std::env::temp_dir().join(format!("oncebox-k8s-{}.yaml", std::process::id()));
     std::fs::write(&rendered, &out.stdout).expect("rendered");

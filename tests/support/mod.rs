@@ -7,10 +7,12 @@
 
 pub(crate) mod db;
 pub(crate) mod net;
+pub(crate) mod output;
 pub(crate) mod process;
 pub(crate) mod tools;
 
 pub(crate) use db::{TestDb, url_for};
 pub(crate) use net::free_addr;
+pub(crate) use output::{assert_help, code, run_ok, stdout_json};
 pub(crate) use process::Proc;
 pub(crate) use tools::pytools;

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::broker::*;
 use crate::env::*;
-use crate::support::Proc;
+use crate::support::{Proc, run_ok};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connection_drops() {
@@ -32,23 +32,12 @@ async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connect
         tx.commit().await.expect("commit");
     }
     let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 5).await;
-    let url = amqp_url();
-    let dlx = format!("{}.dead-letter", env.name());
     let workers: Vec<Proc> = (0..2)
-        .map(|w| {
-            env.worker_with(
-                &format!("w{w}"),
-                &[],
-                "10s",
-                &["--amqp-url", &url, "--dead-letter-exchange", &dlx],
-            )
-        })
+        .map(|w| dead_letter_worker(&env, &format!("w{w}"), "10s").0)
         .collect();
     let applied = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(DISTINCT message_id) FROM received")
-            .fetch_one(&env.pool)
+        env.count("SELECT count(DISTINCT message_id) FROM received")
             .await
-            .expect("n")
     };
     // Force every connection closed twice while messages flow.
     for threshold in [N / 4, N * 3 / 4] {
@@ -87,19 +76,13 @@ async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connect
     .await;
     stop_consumer.cancel();
     consumer.await.expect("consumer");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM received")
-        .fetch_one(&env.pool)
-        .await
-        .expect("rows");
+    let rows = env.count("SELECT count(*) FROM received").await;
     let c = &inbox.counters;
     let (dups, redelivered) = (
         c.duplicates.load(std::sync::atomic::Ordering::Relaxed),
         c.redelivered.load(std::sync::atomic::Ordering::Relaxed),
     );
-    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
-        .fetch_one(&env.pool)
-        .await
-        .expect("n");
+    let attempts = env.count("SELECT count(*) FROM oncebox.attempts").await;
     println!(
         "amqp: {N} intents, {attempts} publish attempts, {redelivered} redeliveries seen, {dups} duplicates filtered by the inbox"
     );
@@ -122,29 +105,10 @@ async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
     let queue = format!("{name}.invoices");
     declare_consumer_queue(&queue).await;
     let env = Env::new("poison", &amqp_config("", &queue)).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "good",
-        "create_invoice",
-        json!({"n": 1}),
-    ))
-    .await;
-    env.submit(NewIntent::new(
-        "t1",
-        "poison",
-        "create_invoice",
-        json!({"n": 2, "poison": true}),
-    ))
-    .await;
+    env.intent("good", json!({"n": 1})).await;
+    env.intent("poison", json!({"n": 2, "poison": true})).await;
     let (inbox, stop_consumer, consumer) = start_consumer(&env, &queue, 3).await;
-    let url = amqp_url();
-    let dlx = format!("{}.dead-letter", env.name());
-    let worker = env.worker_with(
-        "w",
-        &[],
-        "10s",
-        &["--amqp-url", &url, "--dead-letter-exchange", &dlx],
-    );
+    let (worker, _exchange) = dead_letter_worker(&env, "w", "10s");
     env.wait_until(
         Duration::from_secs(30),
         "the poison message rejected",
@@ -163,11 +127,9 @@ async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
     let dead = drain_queue(&format!("{queue}.dlq")).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
     assert_eq!(dead[0].0, "poison");
-    let failures: i32 =
-        sqlx::query_scalar("SELECT count FROM oncebox_inbox.failures WHERE message_id = 'poison'")
-            .fetch_one(&env.pool)
-            .await
-            .expect("failures");
+    let failures: i32 = env
+        .scalar("SELECT count FROM oncebox_inbox.failures WHERE message_id = 'poison'")
+        .await;
     assert_eq!(failures, 3, "rejected after 3 tries");
     let rows: Vec<String> = sqlx::query_scalar("SELECT message_id FROM received")
         .fetch_all(&env.pool)
@@ -194,15 +156,7 @@ async fn rabbitmq_definitions_load_and_match_what_workers_declare() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rabbitmq/definitions.json"
     );
-    let loaded = Command::new("rabbitmqctl")
-        .args(["import_definitions", file])
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        loaded.status.success(),
-        "{}",
-        String::from_utf8_lossy(&loaded.stderr)
-    );
+    run_ok(Command::new("rabbitmqctl").args(["import_definitions", file]));
     let listed = Command::new("rabbitmqctl")
         .args(["list_queues", "name", "type", "policy"])
         .output()

@@ -7,6 +7,20 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::env::Env;
+use crate::support::Proc;
+
+/// A worker publishing dead letters to an exchange of the test's own; the exchange's name.
+pub(crate) fn dead_letter_worker(env: &Env, id: &str, lease: &str) -> (Proc, String) {
+    let exchange = format!("{}.dead-letter", env.name());
+    let url = amqp_url();
+    let worker = env.worker_with(
+        id,
+        &[],
+        lease,
+        &["--amqp-url", &url, "--dead-letter-exchange", &exchange],
+    );
+    (worker, exchange)
+}
 
 /// Tests that use RabbitMQ run one at a time: one of them stops the broker.
 pub(crate) static AMQP: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -64,11 +78,18 @@ pub(crate) async fn delete_exchange(exchange: &str) {
     let _ = conn.close(200, "done".into()).await;
 }
 
+/// Waits (at most `limit`) until every dead letter is published: their notify rows are deleted
+/// only after the broker confirmed the routed message.
+pub(crate) async fn wait_dead_letters_published(env: &Env, limit: std::time::Duration) {
+    env.wait_until(limit, "every dead letter published", || async {
+        notify_rows(env).await == 0
+    })
+    .await;
+}
+
 pub(crate) async fn notify_rows(env: &Env) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE phase = 'notify'")
-        .fetch_one(&env.pool)
+    env.count("SELECT count(*) FROM oncebox.outbox WHERE phase = 'notify'")
         .await
-        .expect("n")
 }
 
 /// Starts the RabbitMQ app again when dropped, so a failing outage test never leaves the broker

@@ -4,7 +4,6 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
 use oncebox_receiver::{Fault, Receiver, ReceiverConfig};
 use serde_json::json;
 
@@ -31,13 +30,7 @@ async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
     )
     .await;
     for i in 0..N {
-        env.submit(NewIntent::new(
-            "t1",
-            format!("storm-{i}"),
-            "create_invoice",
-            json!({"n": i}),
-        ))
-        .await;
+        env.intent(format!("storm-{i}"), json!({"n": i})).await;
     }
     let mut ids: Vec<String> = (0..4).map(|w| format!("w{w}")).collect();
     let mut workers: Vec<Proc> = ids.iter().map(|id| env.worker(id, &[], "3s")).collect();
@@ -105,17 +98,9 @@ async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
 
 #[tokio::test]
 async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_second_effect() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("after_call", &lookup_config(&rx.url())).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "dispatched-1",
-        "create_invoice",
-        json!({"n": 1}),
-    ))
-    .await;
+    env.intent("dispatched-1", json!({"n": 1})).await;
     let mut crashing = env.worker("crasher", &[("ONCEBOX_CRASH_AT", "after_call")], "3s");
     let status = crashing.exited().await;
     assert!(!status.success(), "the worker aborted at the crash point");
@@ -127,14 +112,8 @@ async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_s
     assert_eq!(env.status_of("dispatched-1").await, "in_flight");
 
     let survivor = env.worker("survivor", &[], "3s");
-    env.wait_until(Duration::from_secs(20), "status unknown", || async {
-        env.status_of("dispatched-1").await == "unknown"
-    })
-    .await;
-    let phase: String = sqlx::query_scalar("SELECT phase::text FROM oncebox.outbox WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'dispatched-1')")
-        .fetch_one(&env.pool)
-        .await
-        .expect("outbox row");
+    env.wait_status("dispatched-1", "unknown").await;
+    let phase: String = env.scalar("SELECT phase::text FROM oncebox.outbox WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'dispatched-1')").await;
     assert_eq!(phase, "reconcile", "a reconciliation is queued");
     // The reconciler is already at work: its lookups (a closed port in this config) fail and are
     // retried, but nothing is ever re-sent.
@@ -160,23 +139,12 @@ async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_s
 
 #[tokio::test]
 async fn killed_before_dispatch_another_worker_delivers_once_after_the_lease() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("after_claim", &lookup_config(&rx.url())).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "claimed-1",
-        "create_invoice",
-        json!({"n": 1}),
-    ))
-    .await;
+    env.intent("claimed-1", json!({"n": 1})).await;
     let mut crashing = env.worker("crasher", &[("ONCEBOX_CRASH_AT", "after_claim")], "3s");
     assert!(!crashing.exited().await.success());
-    let owner: Option<String> = sqlx::query_scalar("SELECT lease_owner FROM oncebox.outbox")
-        .fetch_one(&env.pool)
-        .await
-        .expect("lease");
+    let owner: Option<String> = env.scalar("SELECT lease_owner FROM oncebox.outbox").await;
     assert_eq!(
         owner.as_deref(),
         Some("crasher"),
@@ -186,10 +154,7 @@ async fn killed_before_dispatch_another_worker_delivers_once_after_the_lease() {
 
     let taken_at = Instant::now();
     let survivor = env.worker("survivor", &[], "3s");
-    env.wait_until(Duration::from_secs(20), "succeeded", || async {
-        env.status_of("claimed-1").await == "succeeded"
-    })
-    .await;
+    env.wait_status("claimed-1", "succeeded").await;
     assert!(
         taken_at.elapsed() >= Duration::from_secs(2),
         "taken over only after the lease expired"
@@ -211,25 +176,14 @@ async fn killed_before_dispatch_another_worker_delivers_once_after_the_lease() {
 
 #[tokio::test]
 async fn sigterm_releases_unfinished_work_within_the_grace_period() {
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     // A slow receiver: the call outlives the worker's 2 s grace period.
     let env = Env::new(
         "release",
         &config(&rx.url(), "key", "").replace("timeout = \"1s\"", "timeout = \"8s\""),
     )
     .await;
-    env.submit(NewIntent::new(
-        "t1",
-        "slow",
-        "create_invoice",
-        json!({"faults": ["slow:6000"]}),
-    ))
-    .await;
+    env.intent("slow", json!({"faults": ["slow:6000"]})).await;
     let mut worker = env.worker("w1", &[], "20s");
     env.wait_until(Duration::from_secs(10), "the call to start", || async {
         !rx.seen().is_empty()
@@ -246,20 +200,12 @@ async fn sigterm_releases_unfinished_work_within_the_grace_period() {
         "stopped within the grace period, took {:?}",
         asked.elapsed()
     );
-    let owner: Option<String> = sqlx::query_scalar("SELECT lease_owner FROM oncebox.outbox")
-        .fetch_one(&env.pool)
-        .await
-        .expect("row");
+    let owner: Option<String> = env.scalar("SELECT lease_owner FROM oncebox.outbox").await;
     assert_eq!(owner, None, "the lease was released, not left to expire");
     // The next worker picks it up at once (not after the 20 s lease) and the key prevents a
     // second effect.
     let next = env.worker("w2", &[], "20s");
-    env.wait_until(
-        Duration::from_secs(10),
-        "delivery by the next worker",
-        || async { env.status_of("slow").await == "succeeded" },
-    )
-    .await;
+    env.wait_status("slow", "succeeded").await;
     assert!(next.stop().await.success());
     assert_eq!(rx.effects().get("slow"), Some(&1));
     env.drop_db().await;

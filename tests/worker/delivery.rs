@@ -4,7 +4,6 @@
 use std::time::{Duration, SystemTime};
 
 use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use serde_json::{Value, json};
 
 use crate::env::*;
@@ -12,24 +11,14 @@ use crate::support::free_addr;
 
 #[tokio::test]
 async fn retry_after_deadline_and_exhausted_attempts() {
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     let env = Env::new(
         "retries",
         &config(&rx.url(), "key", "[destinations.billing.retry]\nmax_attempts = 3\ninitial_delay = \"50ms\"\nmax_delay = \"100ms\""),
     )
     .await;
-    env.submit(NewIntent::new(
-        "t1",
-        "retry-after",
-        "create_invoice",
-        json!({"faults": ["503:2", "ok"]}),
-    ))
-    .await;
+    env.intent("retry-after", json!({"faults": ["503:2", "ok"]}))
+        .await;
     env.submit(NewIntent {
         deadline: Some(SystemTime::now() + Duration::from_millis(1500)),
         ..NewIntent::new(
@@ -40,20 +29,12 @@ async fn retry_after_deadline_and_exhausted_attempts() {
         )
     })
     .await;
-    env.submit(NewIntent::new(
-        "t1",
+    env.intent(
         "exhausted",
-        "create_invoice",
         json!({"faults": ["429:0", "503:0", "503:0", "ok"]}),
-    ))
+    )
     .await;
-    env.submit(NewIntent::new(
-        "t1",
-        "refused",
-        "create_invoice",
-        json!({"faults": ["400"]}),
-    ))
-    .await;
+    env.intent("refused", json!({"faults": ["400"]})).await;
     let metrics_addr = free_addr();
     let worker = env.worker_with("w", &[], "5s", &["--metrics-addr", &metrics_addr]);
     env.wait_until(Duration::from_secs(30), "all terminal", || async {
@@ -120,20 +101,14 @@ async fn retry_after_deadline_and_exhausted_attempts() {
 
     assert_eq!(times("exhausted").len(), 3, "max_attempts = 3");
     assert_eq!(env.status_of("exhausted").await, "failed");
-    let error: Value = sqlx::query_scalar(
-        "SELECT last_error FROM oncebox.intents WHERE idempotency_key = 'exhausted'",
-    )
-    .fetch_one(&env.pool)
-    .await
-    .expect("error");
+    let error: Value = env
+        .scalar("SELECT last_error FROM oncebox.intents WHERE idempotency_key = 'exhausted'")
+        .await;
     assert_eq!(error["status_code"], 503);
 
     assert_eq!(times("refused").len(), 1);
     assert_eq!(env.status_of("refused").await, "failed");
-    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
-        .fetch_one(&env.pool)
-        .await
-        .expect("n");
+    let attempts = env.count("SELECT count(*) FROM oncebox.attempts").await;
     assert_eq!(attempts, 2 + 1 + 3 + 1, "one report row per attempt");
     assert_eq!(
         rx.total_effects(),
@@ -145,63 +120,33 @@ async fn retry_after_deadline_and_exhausted_attempts() {
 
 #[tokio::test]
 async fn work_still_arrives_after_the_listen_connection_is_cut() {
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     let env = Env::new("relisten", &config(&rx.url(), "key", "")).await;
     // Polling far longer than the test: only NOTIFY can wake this worker.
     let worker = env.worker_with("w", &[], "5s", &["--poll-interval", "1h"]);
-    env.submit(NewIntent::new("t1", "before", "create_invoice", json!({})))
-        .await;
-    env.wait_until(Duration::from_secs(20), "first delivery", || async {
-        env.status_of("before").await == "succeeded"
-    })
-    .await;
+    env.intent("before", json!({})).await;
+    env.wait_status("before", "succeeded").await;
     // Wait until the worker is idle on LISTEN (it registers as waiting), then cut its LISTEN
     // connection from the server side.
-    env.wait_until(
-        Duration::from_secs(10),
-        "the worker to wait on LISTEN",
-        || async {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'",
-            )
-            .fetch_one(&env.pool)
-            .await
-            .expect("waiting");
-            n == 1
-        },
+    env.wait_count(
+        "SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'",
+        1,
     )
     .await;
-    let cut: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+    let cut = env
+        .count(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
           WHERE datname = current_database() AND query LIKE 'LISTEN%') t",
-    )
-    .fetch_one(&env.pool)
-    .await
-    .expect("terminate");
+        )
+        .await;
     assert_eq!(cut, 1, "the worker had one LISTEN connection");
     // One at a time, each delivered before the next is submitted: after the cut the worker
     // listens again and claims once to catch up on what it may have missed — that can find at
     // most the first; every later one is found only because its NOTIFY woke the worker.
     for i in 0..5 {
         let key = format!("after-{i}");
-        env.submit(NewIntent::new(
-            "t1",
-            key.clone(),
-            "create_invoice",
-            json!({}),
-        ))
-        .await;
-        env.wait_until(
-            Duration::from_secs(20),
-            "a delivery woken by NOTIFY",
-            || async { env.status_of(&key).await == "succeeded" },
-        )
-        .await;
+        env.intent(key.clone(), json!({})).await;
+        env.wait_status(&key, "succeeded").await;
     }
     assert!(worker.stop().await.success());
     assert_eq!(rx.total_effects(), 6);
@@ -210,19 +155,10 @@ async fn work_still_arrives_after_the_listen_connection_is_cut() {
 
 #[tokio::test]
 async fn cancelled_intents_are_never_dispatched() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("cancelled", &config(&rx.url(), "key", "")).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "cancelled-1",
-        "create_invoice",
-        json!({}),
-    ))
-    .await;
-    env.submit(NewIntent::new("t1", "kept-1", "create_invoice", json!({})))
-        .await;
+    env.intent("cancelled-1", json!({})).await;
+    env.intent("kept-1", json!({})).await;
     // Cancelled while its row was already queued for a worker: the race `oncebox ops cancel` avoids
     // by deleting the row in the same transaction, written here by hand so that the worker meets
     // a terminal intent it must clear and never send.
@@ -236,11 +172,7 @@ async fn cancelled_intents_are_never_dispatched() {
     .expect("cancel");
     let worker = env.worker("w", &[], "5s");
     env.wait_until(Duration::from_secs(20), "the queue to empty", || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox")
-            .fetch_one(&env.pool)
-            .await
-            .expect("n");
-        n == 0
+        env.count("SELECT count(*) FROM oncebox.outbox").await == 0
     })
     .await;
     assert!(worker.stop().await.success());

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
-use oncebox_receiver::Receiver;
+use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use serde_json::Value;
 use sqlx::{PgPool, Row};
@@ -46,6 +46,12 @@ impl Env {
     /// The test database's name (also used to name queues and exchanges of the test).
     pub(crate) fn name(&self) -> &str {
         self.db.name()
+    }
+
+    /// Submits `create_invoice` for tenant `t1` under `key`.
+    pub(crate) async fn intent(&self, key: impl Into<String>, arguments: Value) {
+        self.submit(NewIntent::new("t1", key, "create_invoice", arguments))
+            .await;
     }
 
     pub(crate) async fn submit(&self, intent: NewIntent) {
@@ -124,28 +130,72 @@ impl Env {
     }
 
     pub(crate) async fn status_of(&self, key: &str) -> String {
-        sqlx::query_scalar("SELECT status::text FROM oncebox.intents WHERE idempotency_key = $1")
-            .bind(key)
-            .fetch_one(&self.pool)
-            .await
-            .expect("status")
+        self.scalar_for(
+            "SELECT status::text FROM oncebox.intents WHERE idempotency_key = $1",
+            key,
+        )
+        .await
+    }
+
+    /// Waits (at most 30 s) until the intent under `key` has `status`.
+    pub(crate) async fn wait_status(&self, key: &str, status: &str) {
+        self.wait_until(
+            Duration::from_secs(30),
+            &format!("{key} to be {status}"),
+            || async { self.status_of(key).await == status },
+        )
+        .await;
+    }
+
+    /// Waits (at most 30 s) until the count `sql` returns is at least `n`.
+    pub(crate) async fn wait_count(&self, sql: &'static str, n: i64) {
+        self.wait_until(Duration::from_secs(30), sql, || async {
+            self.count(sql).await >= n
+        })
+        .await;
     }
 
     /// Intents not yet terminal.
     pub(crate) async fn open(&self) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+        self.count("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+            .await
+    }
+
+    /// The single `bigint` a query of the test's own returns (a count).
+    pub(crate) async fn count(&self, sql: &'static str) -> i64 {
+        self.scalar(sql).await
+    }
+
+    /// The single value a query of the test's own returns.
+    pub(crate) async fn scalar<T>(&self, sql: &'static str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+    {
+        sqlx::query_scalar(sql)
             .fetch_one(&self.pool)
             .await
-            .expect("open")
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The single value a query with one text parameter, `arg`, returns.
+    pub(crate) async fn scalar_for<T>(&self, sql: &'static str, arg: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+    {
+        sqlx::query_scalar(sql)
+            .bind(arg)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql} ({arg}): {e}"))
     }
 
     /// Outbox rows leased to `worker` (for a worker just killed: what it held when it died).
     pub(crate) async fn held_by(&self, worker: &str) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = $1")
-            .bind(worker)
-            .fetch_one(&self.pool)
-            .await
-            .expect("held")
+        self.scalar_for(
+            "SELECT count(*) FROM oncebox.outbox WHERE lease_owner = $1",
+            worker,
+        )
+        .await
     }
 
     /// Waits until `done` holds, checking every 100 ms, for at most `limit`.
@@ -169,6 +219,16 @@ impl Env {
         let _ = std::fs::remove_file(&self.config);
         self.db.drop_db().await;
     }
+}
+
+/// A reference receiver on loopback that honours keys (replays a repeated key) or not.
+pub(crate) async fn receiver(honours_keys: bool) -> Receiver {
+    Receiver::start(ReceiverConfig {
+        honours_keys,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver")
 }
 
 /// GET `path` from a worker's probe server: (status code, body); (0, why) when nothing answers.

@@ -1,43 +1,20 @@
 //! `oncebox ops` against intents a real worker produced.
 
-use std::time::Duration;
-
-use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use serde_json::json;
 
 use crate::env::*;
 
 #[tokio::test]
 async fn ops_retry_resolve_cancel_purge_show_and_stats() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("ops", &reconcile_config(&rx, "30s")).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "refused",
-        "create_invoice",
-        json!({"n": 1, "faults": ["400", "ok"]}),
-    ))
-    .await;
-    env.submit(NewIntent::new(
-        "t1",
-        "twice",
-        "create_invoice",
-        json!({"n": 2, "faults": ["double"]}),
-    ))
-    .await;
+    env.intent("refused", json!({"n": 1, "faults": ["400", "ok"]}))
+        .await;
+    env.intent("twice", json!({"n": 2, "faults": ["double"]}))
+        .await;
     let worker = env.worker("w", &[], "5s");
-    env.wait_until(
-        Duration::from_secs(20),
-        "failed and needs_review",
-        || async {
-            env.status_of("refused").await == "failed"
-                && env.status_of("twice").await == "needs_review"
-        },
-    )
-    .await;
+    env.wait_status("refused", "failed").await;
+    env.wait_status("twice", "needs_review").await;
     assert!(worker.stop().await.success());
 
     let (code, listed, _) = ops(&env, &["list", "--status", "failed"]);
@@ -99,23 +76,11 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
     assert_eq!(ops(&env, &["show", "nope"]).0, 4);
 
     // Cancel before dispatch works; while a worker holds the lease it is refused.
-    env.submit(NewIntent::new(
-        "t1",
-        "later",
-        "create_invoice",
-        json!({"n": 3}),
-    ))
-    .await;
+    env.intent("later", json!({"n": 3})).await;
     let (code, cancelled, err) = ops(&env, &["cancel", "later"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(cancelled["status"], "cancelled");
-    env.submit(NewIntent::new(
-        "t1",
-        "held",
-        "create_invoice",
-        json!({"n": 4}),
-    ))
-    .await;
+    env.intent("held", json!({"n": 4})).await;
     sqlx::query(
         "UPDATE oncebox.outbox SET lease_owner = 'w9', lease_expires_at = now() + interval '2 seconds', epoch = epoch + 1
          WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'held')",
@@ -129,15 +94,8 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
 
     // The retried intent is delivered by the next worker; cancelled ones never are.
     let worker = env.worker("w2", &[], "5s");
-    env.wait_until(
-        Duration::from_secs(20),
-        "retried and held delivered",
-        || async {
-            env.status_of("refused").await == "succeeded"
-                && env.status_of("held").await == "succeeded"
-        },
-    )
-    .await;
+    env.wait_status("refused", "succeeded").await;
+    env.wait_status("held", "succeeded").await;
     assert!(worker.stop().await.success());
     assert_eq!(rx.effects().get("refused"), Some(&1));
     assert!(
@@ -150,13 +108,7 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
         .execute(&env.pool)
         .await
         .expect("age");
-    env.submit(NewIntent::new(
-        "t1",
-        "still-pending",
-        "create_invoice",
-        json!({"n": 5}),
-    ))
-    .await;
+    env.intent("still-pending", json!({"n": 5})).await;
     sqlx::query("UPDATE oncebox.intents SET updated_at = now() - interval '40 days', created_at = now() - interval '40 days' WHERE idempotency_key = 'still-pending'")
         .execute(&env.pool)
         .await
@@ -175,10 +127,7 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
             .await
             .expect("keys");
     assert_eq!(keys, ["held", "later", "still-pending"]);
-    let orphans: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts a WHERE NOT EXISTS (SELECT 1 FROM oncebox.intents i WHERE i.id = a.intent_id)")
-        .fetch_one(&env.pool)
-        .await
-        .expect("n");
+    let orphans = env.count("SELECT count(*) FROM oncebox.attempts a WHERE NOT EXISTS (SELECT 1 FROM oncebox.intents i WHERE i.id = a.intent_id)").await;
     assert_eq!(orphans, 0, "their history went with them");
 
     let (code, stats, _) = ops(&env, &["stats"]);

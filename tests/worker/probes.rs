@@ -3,7 +3,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -112,8 +111,7 @@ async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
         probe(&stuck_addr, "/healthz").await.0 == 200
     })
     .await;
-    env.submit(NewIntent::new("t1", "wedge", "create_invoice", json!({})))
-        .await;
+    env.intent("wedge", json!({})).await;
     let submitted = Instant::now();
     env.wait_until(
         Duration::from_secs(30),

@@ -2,35 +2,22 @@
 
 use std::time::Duration;
 
-use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use serde_json::json;
 
 use crate::env::*;
 
 #[tokio::test]
 async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_effect() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("reconciled", &reconcile_config(&rx, "30s")).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "dropped",
-        "create_invoice",
-        json!({"n": 7, "faults": ["drop"]}),
-    ))
-    .await;
+    env.intent("dropped", json!({"n": 7, "faults": ["drop"]}))
+        .await;
     let worker = env.worker("w", &[], "5s");
-    env.wait_until(Duration::from_secs(20), "reconciled", || async {
-        env.status_of("dropped").await == "succeeded"
-    })
-    .await;
+    env.wait_status("dropped", "succeeded").await;
     assert!(worker.stop().await.success());
-    let reference: String = sqlx::query_scalar("SELECT external_reference FROM oncebox.intents")
-        .fetch_one(&env.pool)
-        .await
-        .expect("reference");
+    let reference: String = env
+        .scalar("SELECT external_reference FROM oncebox.intents")
+        .await;
     assert_eq!(reference, "ref-dropped");
     assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
     assert_eq!(
@@ -44,25 +31,13 @@ async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_e
 
 #[tokio::test]
 async fn nothing_found_is_reissued_only_after_the_consistency_window() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("reissued", &reconcile_config(&rx, "2s")).await;
     // The first attempt never executes and never answers (timeout: unknown); the re-issue works.
-    env.submit(NewIntent::new(
-        "t1",
-        "lost",
-        "create_invoice",
-        json!({"n": 1, "faults": ["hang:3000", "ok"]}),
-    ))
-    .await;
+    env.intent("lost", json!({"n": 1, "faults": ["hang:3000", "ok"]}))
+        .await;
     let worker = env.worker("w", &[], "5s");
-    env.wait_until(
-        Duration::from_secs(30),
-        "succeeded after re-issue",
-        || async { env.status_of("lost").await == "succeeded" },
-    )
-    .await;
+    env.wait_status("lost", "succeeded").await;
     assert!(worker.stop().await.success());
     let posts: Vec<_> = rx
         .seen()
@@ -90,31 +65,15 @@ async fn nothing_found_is_reissued_only_after_the_consistency_window() {
 
 #[tokio::test]
 async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("reconcile_only", &reconcile_config(&rx, "30s")).await;
-    env.submit(NewIntent::new(
-        "t1",
-        "dropped",
-        "create_invoice",
-        json!({"n": 1, "faults": ["drop"]}),
-    ))
-    .await;
+    env.intent("dropped", json!({"n": 1, "faults": ["drop"]}))
+        .await;
     let worker = env.worker("w", &[], "5s");
-    env.wait_until(Duration::from_secs(20), "reconciled", || async {
-        env.status_of("dropped").await == "succeeded"
-    })
-    .await;
+    env.wait_status("dropped", "succeeded").await;
     assert!(worker.stop().await.success());
     // A second intent lost its answer too, but only a reconcile-only worker runs now.
-    env.submit(NewIntent::new(
-        "t1",
-        "queued",
-        "create_invoice",
-        json!({"n": 2}),
-    ))
-    .await;
+    env.intent("queued", json!({"n": 2})).await;
     sqlx::query(
         "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload, status, attempt_count)
          VALUES ('t1', 'orphan', 'create_invoice', repeat('0', 64), '{\"n\": 3}', 'unknown', 1)",
@@ -128,10 +87,7 @@ async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
         .expect("reconcile row");
     let worker = env.worker_with("r", &[], "5s", &["--reconcile-only"]);
     // Nothing found an hour after dispatch: re-issued (pending), but not delivered by this worker.
-    env.wait_until(Duration::from_secs(20), "re-issued", || async {
-        env.status_of("orphan").await == "pending"
-    })
-    .await;
+    env.wait_status("orphan", "pending").await;
     assert!(worker.stop().await.success());
     assert_eq!(
         env.status_of("queued").await,

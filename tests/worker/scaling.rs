@@ -4,7 +4,6 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use serde_json::json;
 
 use crate::env::*;
@@ -16,12 +15,7 @@ use crate::support::{Proc, free_addr};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
     const N: usize = 20_000;
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     let env = Env::new("scale", &config(&rx.url(), "key", "")).await;
     // The backlog, 500 intents per transaction. Each first request takes the receiver 20 ms, so
     // workers spend their time waiting on the network, as they do in production.
@@ -115,22 +109,16 @@ async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
     assert!(done() < N, "still draining when the last worker is killed");
     first.kill().await;
     // What it held when it died: in flight, or answered but not yet recorded.
-    let held_by_killed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = 'scale-w1'")
-            .fetch_one(&env.pool)
-            .await
-            .expect("held");
+    let held_by_killed = env
+        .count("SELECT count(*) FROM oncebox.outbox WHERE lease_owner = 'scale-w1'")
+        .await;
     let replacement = spawn("scale-w5", &free_addr());
     env.wait_until(
         Duration::from_secs(240),
         "every intent terminal",
         || async {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL",
-            )
-            .fetch_one(&env.pool)
-            .await
-            .expect("open")
+            env.count("SELECT count(*) FROM oncebox.intents WHERE completed_at IS NULL")
+                .await
                 == 0
         },
     )

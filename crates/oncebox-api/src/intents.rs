@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::auth::caller;
-use crate::ops::ops_result;
+use crate::ops::change;
 use crate::problem::Problem;
 
 /// Longest `?wait=`, in seconds.
@@ -263,13 +263,11 @@ pub(crate) async fn cancel(
     Path(key): Path<String>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
-    let intent = find_own(&state, &who.tenant_id, &key).await?;
-    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    let done = ops_result(
-        oncebox_store::ops::cancel(&mut tx, intent.id, &format!("api:{}", who.tenant_id)).await,
-    )?;
-    tx.commit().await.map_err(Problem::internal)?;
-    Ok(axum::Json(view(&done)).into_response())
+    let actor = format!("api:{}", who.tenant_id);
+    change(&state, &who.tenant_id, &key, async |tx, id| {
+        oncebox_store::ops::cancel(tx, id, &actor).await
+    })
+    .await
 }
 
 pub(crate) async fn find_own(state: &AppState, tenant: &str, key: &str) -> Result<Intent, Problem> {

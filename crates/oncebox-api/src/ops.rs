@@ -10,8 +10,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use oncebox_core::Status;
 use oncebox_store::Intent;
+use oncebox_store::ops::OpsError;
+use oncebox_store::tokens::Caller;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sqlx::PgConnection;
 
 use crate::AppState;
 use crate::auth::ops_caller;
@@ -92,9 +95,22 @@ pub(crate) async fn ops_show(
     Ok(axum::Json(json!({"intent": view(&intent), "history": history})).into_response())
 }
 
-pub(crate) fn ops_result(
-    r: Result<Intent, oncebox_store::ops::OpsError>,
-) -> Result<Intent, Problem> {
+/// Runs an operator's change on the caller's intent `key` in one transaction; answers with the
+/// intent as the change left it.
+pub(crate) async fn change(
+    state: &AppState,
+    tenant: &str,
+    key: &str,
+    f: impl AsyncFnOnce(&mut PgConnection, i64) -> Result<Intent, OpsError>,
+) -> Result<Response, Problem> {
+    let intent = find_own(state, tenant, key).await?;
+    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
+    let done = ops_result(f(&mut tx, intent.id).await)?;
+    tx.commit().await.map_err(Problem::internal)?;
+    Ok(axum::Json(view(&done)).into_response())
+}
+
+fn ops_result(r: Result<Intent, oncebox_store::ops::OpsError>) -> Result<Intent, Problem> {
     use oncebox_store::ops::OpsError;
     r.map_err(|e| match e {
         OpsError::Refused(m) => Problem::new(StatusCode::CONFLICT, m).field("key"),
@@ -135,30 +151,31 @@ async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Proble
     }
 }
 
+/// An operator's change request: the caller (an ops token) and its small JSON body.
+async fn ops_request(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Caller, serde_json::Map<String, Value>), Problem> {
+    let who = ops_caller(state, headers).await?;
+    Ok((who, small_json(body).await?))
+}
+
 pub(crate) async fn ops_retry(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(key): Path<String>,
     body: Body,
 ) -> Result<Response, Problem> {
-    let who = ops_caller(&state, &headers).await?;
-    let body = small_json(body).await?;
+    let (who, body) = ops_request(&state, &headers, body).await?;
     let reason = text_member(&body, "reason")?
         .unwrap_or("operator retry over the API")
         .to_owned();
-    let intent = find_own(&state, &who.tenant_id, &key).await?;
-    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    let done = ops_result(
-        oncebox_store::ops::retry(
-            &mut tx,
-            intent.id,
-            &format!("api-ops:{}", who.tenant_id),
-            &reason,
-        )
-        .await,
-    )?;
-    tx.commit().await.map_err(Problem::internal)?;
-    Ok(axum::Json(view(&done)).into_response())
+    let actor = format!("api-ops:{}", who.tenant_id);
+    change(&state, &who.tenant_id, &key, async |tx, id| {
+        oncebox_store::ops::retry(tx, id, &actor, &reason).await
+    })
+    .await
 }
 
 pub(crate) async fn ops_resolve(
@@ -167,8 +184,7 @@ pub(crate) async fn ops_resolve(
     Path(key): Path<String>,
     body: Body,
 ) -> Result<Response, Problem> {
-    let who = ops_caller(&state, &headers).await?;
-    let body = small_json(body).await?;
+    let (who, body) = ops_request(&state, &headers, body).await?;
     let reference = text_member(&body, "reference")?;
     let reason = text_member(&body, "reason")?;
     let resolution = match (body.get("succeeded").and_then(Value::as_bool), reason) {
@@ -195,17 +211,9 @@ pub(crate) async fn ops_resolve(
             .field("succeeded"));
         }
     };
-    let intent = find_own(&state, &who.tenant_id, &key).await?;
-    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    let done = ops_result(
-        oncebox_store::ops::resolve(
-            &mut tx,
-            intent.id,
-            &resolution,
-            &format!("api-ops:{}", who.tenant_id),
-        )
-        .await,
-    )?;
-    tx.commit().await.map_err(Problem::internal)?;
-    Ok(axum::Json(view(&done)).into_response())
+    let actor = format!("api-ops:{}", who.tenant_id);
+    change(&state, &who.tenant_id, &key, async |tx, id| {
+        oncebox_store::ops::resolve(tx, id, &resolution, &actor).await
+    })
+    .await
 }

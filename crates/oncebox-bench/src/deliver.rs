@@ -24,19 +24,14 @@ use crate::queries;
 
 /// Runs the delivery benchmark in a scratch database of its own.
 pub(crate) async fn run(a: DeliverArgs, json_out: bool) -> anyhow::Result<()> {
-    let scratch = ScratchDb::create(
-        &a.database_url,
-        &format!("oncebox_bench_deliver_{}", std::process::id()),
-        true,
-    )
-    .await?;
-    let result = if a.amqp {
-        measure_amqp(&a, &scratch, json_out).await
-    } else {
-        measure(&a, &scratch, json_out).await
-    };
-    scratch.drop_db().await?;
-    result
+    crate::in_scratch(&a.database_url, "deliver", async |scratch| {
+        if a.amqp {
+            measure_amqp(&a, scratch, json_out).await
+        } else {
+            measure(&a, scratch, json_out).await
+        }
+    })
+    .await
 }
 
 struct Running {

@@ -17,15 +17,10 @@ use crate::queries;
 
 /// Runs the intake benchmark in a scratch database of its own.
 pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
-    let scratch = ScratchDb::create(
-        &a.database_url,
-        &format!("oncebox_bench_{}", std::process::id()),
-        true,
-    )
-    .await?;
-    let result = intake_rounds(&a, &scratch, json).await;
-    scratch.drop_db().await?;
-    result
+    crate::in_scratch(&a.database_url, "intake", async |scratch| {
+        intake_rounds(&a, scratch, json).await
+    })
+    .await
 }
 
 /// What one measurement produced.
@@ -136,31 +131,22 @@ impl Rounds {
         let (ours_m, notified_m, raw_m, pg_m) = self.medians();
         let ratio_raw = ours_m.per_second / raw_m.per_second;
         let ratio_pg = pg_m.map(|p| ours_m.per_second / p.per_second);
-        let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
-        println!(
-            "intake: {} clients, {} s x {} rounds; medians",
-            a.clients, a.seconds, a.rounds
-        );
-        println!(
-            "  {:<44} {:>10} {:>8} {:>8}",
-            "", "intents/s", "p50 ms", "p99 ms"
-        );
-        let line = |name: &str, f: &Figure| {
-            println!(
-                "  {name:<44} {:>10.0} {:>8} {:>8}",
-                f.per_second,
-                ms(f.p50_ms),
-                ms(f.p99_ms)
-            );
-        };
-        line("oncebox submit, no worker waiting (no NOTIFY)", &ours_m);
-        if let Some(n) = &notified_m {
-            line("oncebox submit, a worker waiting (NOTIFY)", n);
+        let mut rows = vec![("oncebox submit, no worker waiting (no NOTIFY)", ours_m)];
+        if let Some(n) = notified_m {
+            rows.push(("oncebox submit, a worker waiting (NOTIFY)", n));
         }
-        line("raw two-insert transaction (same process)", &raw_m);
-        if let Some(p) = &pg_m {
-            line("raw pgbench baseline/intake.sql", p);
+        rows.push(("raw two-insert transaction (same process)", raw_m));
+        if let Some(p) = pg_m {
+            rows.push(("raw pgbench baseline/intake.sql", p));
         }
+        print_figures(
+            &format!(
+                "intake: {} clients, {} s x {} rounds; medians",
+                a.clients, a.seconds, a.rounds
+            ),
+            44,
+            &rows,
+        );
         println!("  ratio oncebox / raw SQL:  {ratio_raw:.2}");
         if let Some(n) = &notified_m {
             println!(
@@ -264,6 +250,24 @@ pub(crate) async fn measure(
         all.extend(t.await.context("benchmark client panicked")??);
     }
     Ok(figure(all, start.elapsed()))
+}
+
+/// Prints `rows` as a table of intents/s and latencies under `title`, names `width` wide.
+pub(crate) fn print_figures(title: &str, width: usize, rows: &[(&str, Figure)]) {
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
+    println!("{title}");
+    println!(
+        "  {:<width$} {:>10} {:>8} {:>8}",
+        "", "intents/s", "p50 ms", "p99 ms"
+    );
+    for (name, f) in rows {
+        println!(
+            "  {name:<width$} {:>10.0} {:>8} {:>8}",
+            f.per_second,
+            ms(f.p50_ms),
+            ms(f.p99_ms)
+        );
+    }
 }
 
 /// The rate and the median and 99th-percentile latency of `latencies` (µs) over `elapsed`.

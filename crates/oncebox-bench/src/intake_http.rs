@@ -11,19 +11,14 @@ use serde_json::json;
 
 use crate::IntakeArgs;
 use crate::baseline::{Scripts, pgbench_available};
-use crate::intake::{Figure, Load, measure, median, reset, run_pgbench};
+use crate::intake::{Figure, Load, measure, median, print_figures, reset, run_pgbench};
 
 /// Runs the HTTP intake benchmark in a scratch database of its own.
 pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
-    let scratch = ScratchDb::create(
-        &a.database_url,
-        &format!("oncebox_bench_http_{}", std::process::id()),
-        true,
-    )
-    .await?;
-    let result = intake_rounds(&a, &scratch, json).await;
-    scratch.drop_db().await?;
-    result
+    crate::in_scratch(&a.database_url, "http", async |scratch| {
+        intake_rounds(&a, scratch, json).await
+    })
+    .await
 }
 
 async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyhow::Result<()> {
@@ -99,26 +94,17 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
             })
         );
     } else {
-        let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
-        println!(
-            "intake over HTTP: {} clients, {} s x {} rounds; medians",
-            a.clients, a.seconds, a.rounds
+        print_figures(
+            &format!(
+                "intake over HTTP: {} clients, {} s x {} rounds; medians",
+                a.clients, a.seconds, a.rounds
+            ),
+            50,
+            &[
+                ("POST /v1/intents (oncebox-client, keep-alive)", ours_m),
+                (baseline, raw_m),
+            ],
         );
-        println!(
-            "  {:<50} {:>10} {:>8} {:>8}",
-            "", "intents/s", "p50 ms", "p99 ms"
-        );
-        for (name, f) in [
-            ("POST /v1/intents (oncebox-client, keep-alive)", &ours_m),
-            (baseline, &raw_m),
-        ] {
-            println!(
-                "  {name:<50} {:>10.0} {:>8} {:>8}",
-                f.per_second,
-                ms(f.p50_ms),
-                ms(f.p99_ms)
-            );
-        }
         println!("  ratio HTTP API / raw:  {ratio:.2}");
     }
     Ok(())

@@ -112,6 +112,20 @@ pub(crate) struct DeliverArgs {
     baseline: BaselineArgs,
 }
 
+/// Runs `f` in a scratch database of its own (`oncebox_bench_<what>_<pid>`, migrated) beside
+/// `database_url`'s, and drops it afterwards — on an error too.
+pub(crate) async fn in_scratch<T>(
+    database_url: &str,
+    what: &str,
+    f: impl AsyncFnOnce(&oncebox_store::scratch::ScratchDb) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let name = format!("oncebox_bench_{what}_{}", std::process::id());
+    let scratch = oncebox_store::scratch::ScratchDb::create(database_url, &name, true).await?;
+    let result = f(&scratch).await;
+    scratch.drop_db().await?;
+    result
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")

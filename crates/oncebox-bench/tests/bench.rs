@@ -2,14 +2,18 @@
 //! says when a baseline was skipped. (The figures themselves are for people: no threshold is
 //! asserted here.)
 
-use std::process::{Command, Output};
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
 
 use serde_json::Value;
+use support::{assert_help, code, stdout_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox-bench");
 
 /// Runs `oncebox-bench ARGS` against the local server (each run makes its own scratch database).
-fn bench(args: &[&str]) -> Output {
+fn bench(args: &[&str]) -> std::process::Output {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     Command::new(BIN)
@@ -19,30 +23,19 @@ fn bench(args: &[&str]) -> Output {
         .expect("oncebox-bench")
 }
 
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exit code")
-}
-
-fn stdout_json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
+/// Runs `oncebox-bench ARGS --json` (ARGS as one line), which must succeed; its report.
+fn report(args: &str) -> Value {
+    let mut all: Vec<&str> = args.split_whitespace().collect();
+    all.push("--json");
+    let o = bench(&all);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    stdout_json(&o)
 }
 
 #[test]
 fn help_is_there_for_every_benchmark() {
     for sub in [&[][..], &["intake"], &["deliver"]] {
-        let o = Command::new(BIN)
-            .args(sub)
-            .arg("--help")
-            .output()
-            .expect("run");
-        assert_eq!(code(&o), 0, "{sub:?} --help");
-        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage"));
+        assert_help(BIN, sub);
     }
     let o = bench(&["deliver", "--intents", "0"]);
     assert_eq!(code(&o), 2, "a zero count is a usage error");
@@ -51,20 +44,7 @@ fn help_is_there_for_every_benchmark() {
 
 #[test]
 fn bench_intake_reports_both_sides_and_a_ratio() {
-    let o = bench(&[
-        "intake",
-        "--json",
-        "--clients",
-        "2",
-        "--seconds",
-        "1",
-        "--rounds",
-        "1",
-        "--baseline-dir",
-        "/nonexistent",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
-    let r = stdout_json(&o);
+    let r = report("intake --clients 2 --seconds 1 --rounds 1 --baseline-dir /nonexistent");
     assert!(r["oncebox"]["per_second"].as_f64() > Some(0.0), "{r}");
     assert!(r["raw_sql"]["per_second"].as_f64() > Some(0.0), "{r}");
     assert!(r["ratio_to_raw_sql"].as_f64() > Some(0.0), "{r}");
@@ -76,17 +56,7 @@ fn bench_intake_reports_both_sides_and_a_ratio() {
 
 #[test]
 fn bench_deliver_over_amqp_reports_both_sides() {
-    let o = bench(&[
-        "deliver",
-        "--amqp",
-        "--json",
-        "--intents",
-        "300",
-        "--concurrency",
-        "32",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
-    let r = stdout_json(&o);
+    let r = report("deliver --amqp --intents 300 --concurrency 32");
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
     assert!(
         r["raw_publish_confirm_per_second"].as_f64() > Some(0.0),
@@ -97,20 +67,8 @@ fn bench_deliver_over_amqp_reports_both_sides() {
 
 #[test]
 fn bench_deliver_over_http_reports_rate_and_latency() {
-    let o = bench(&[
-        "deliver",
-        "--json",
-        "--intents",
-        "300",
-        "--seconds",
-        "1",
-        "--concurrency",
-        "32",
-        "--baseline-dir",
-        "/nonexistent",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
-    let r = stdout_json(&o);
+    let r =
+        report("deliver --intents 300 --seconds 1 --concurrency 32 --baseline-dir /nonexistent");
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
     assert!(r["latency"]["samples"].as_u64() > Some(0), "{r}");
     assert!(
@@ -121,21 +79,7 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
 
 #[test]
 fn bench_intake_over_http_reports_both_sides_and_a_ratio() {
-    let o = bench(&[
-        "intake",
-        "--http",
-        "--json",
-        "--clients",
-        "4",
-        "--seconds",
-        "1",
-        "--rounds",
-        "1",
-        "--baseline-dir",
-        "/nonexistent",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
-    let r = stdout_json(&o);
+    let r = report("intake --http --clients 4 --seconds 1 --rounds 1 --baseline-dir /nonexistent");
     assert_eq!(r["benchmark"], "intake_http", "{r}");
     assert!(r["http_api"]["per_second"].as_f64() > Some(0.0), "{r}");
     assert!(r["raw"]["per_second"].as_f64() > Some(0.0), "{r}");

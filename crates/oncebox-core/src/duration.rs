@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
-        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("10").is_err(), "a unit is required");
         assert!(parse_duration("ten s").is_err());
         assert!(parse_duration("1.5s").is_err());
         for text in ["250ms", "30s", "5m", "1h", "30d", "90s", "1500ms"] {

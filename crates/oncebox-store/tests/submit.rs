@@ -177,10 +177,11 @@ async fn same_key_other_arguments_is_a_conflict_and_writes_nothing(pool: PgPool)
     ));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
-async fn rolled_back_with_the_callers_write_leaves_nothing(pool: PgPool) {
+/// The caller's own table, and an open transaction holding its row (order-8172) and the intent
+/// under `k1`, as an orchestrator writes them together.
+async fn order_with_intent(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
     sqlx::query("CREATE TABLE orders (id text PRIMARY KEY, invoiced boolean NOT NULL)")
-        .execute(&pool)
+        .execute(pool)
         .await
         .expect("business table");
     let mut tx = pool.begin().await.expect("begin");
@@ -192,6 +193,12 @@ async fn rolled_back_with_the_callers_write_leaves_nothing(pool: PgPool) {
         .submit(&mut tx, invoice("k1"))
         .await
         .expect("submit");
+    tx
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn rolled_back_with_the_callers_write_leaves_nothing(pool: PgPool) {
+    let tx = order_with_intent(&pool).await;
     tx.rollback().await.expect("rollback");
     assert_eq!(counts(&pool).await, (0, 0));
     let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM orders")
@@ -203,10 +210,6 @@ async fn rolled_back_with_the_callers_write_leaves_nothing(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn committed_with_the_callers_write_appears_all_at_once(pool: PgPool) {
-    sqlx::query("CREATE TABLE orders (id text PRIMARY KEY, invoiced boolean NOT NULL)")
-        .execute(&pool)
-        .await
-        .expect("business table");
     let visible = |pool: PgPool| async move {
         sqlx::query_scalar::<_, i64>(
             "SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM oncebox.intents)
@@ -216,15 +219,7 @@ async fn committed_with_the_callers_write_appears_all_at_once(pool: PgPool) {
         .await
         .expect("count")
     };
-    let mut tx = pool.begin().await.expect("begin");
-    sqlx::query("INSERT INTO orders VALUES ('order-8172', true)")
-        .execute(&mut *tx)
-        .await
-        .expect("order");
-    intake()
-        .submit(&mut tx, invoice("k1"))
-        .await
-        .expect("submit");
+    let tx = order_with_intent(&pool).await;
     assert_eq!(
         visible(pool.clone()).await,
         0,

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use oncebox_store::Lease;
+use oncebox_store::{ClaimedRow, Lease, Phase};
 use sqlx::PgPool;
 use tokio::task::AbortHandle;
 
@@ -24,6 +24,25 @@ pub(crate) struct Context {
     pub(crate) metrics: Arc<Metrics>,
     /// Deliveries whose calls are under way.
     pub(crate) in_flight: InFlight,
+}
+
+impl Context {
+    /// Claims up to `limit` rows of `phase` under this worker's lease; a failure is logged and
+    /// claims nothing (the caller polls again).
+    pub(crate) async fn claim_or_log(&self, phase: Phase, limit: i64) -> Vec<ClaimedRow> {
+        oncebox_store::claim(
+            &self.pool,
+            phase,
+            &self.settings.id,
+            limit,
+            self.settings.lease(),
+        )
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, %phase, "claim failed; trying again after the poll interval");
+            Vec::new()
+        })
+    }
 }
 
 /// Deliveries whose calls are under way, by intent: the lease each holds and the handle that

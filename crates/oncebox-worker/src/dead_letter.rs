@@ -175,21 +175,7 @@ impl Service for Notifier {
                     }
                 },
             };
-            let rows = match oncebox_store::claim(
-                &ctx.pool,
-                Phase::Notify,
-                &ctx.settings.id,
-                NOTIFY_BATCH,
-                ctx.settings.lease(),
-            )
-            .await
-            {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming dead letters failed");
-                    Vec::new()
-                }
-            };
+            let rows = ctx.claim_or_log(Phase::Notify, NOTIFY_BATCH).await;
             if rows.is_empty() {
                 if sleep_or_stop(ctx.settings.poll_interval(), &stop).await == Next::Stop {
                     break;

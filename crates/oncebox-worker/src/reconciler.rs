@@ -41,21 +41,7 @@ impl Service for Reconciler {
         while !stop.is_cancelled() {
             crate::crash::panic_in(Self::NAME);
             ctx.metrics.heartbeat(LOOP_RECONCILE, now_ms());
-            let rows = match oncebox_store::claim(
-                &ctx.pool,
-                Phase::Reconcile,
-                &settings.id,
-                RECONCILE_BATCH,
-                settings.lease(),
-            )
-            .await
-            {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reconcile claim failed; retrying after the poll interval");
-                    Vec::new()
-                }
-            };
+            let rows = ctx.claim_or_log(Phase::Reconcile, RECONCILE_BATCH).await;
             if rows.is_empty() {
                 if sleep_or_stop(settings.poll_interval(), &stop).await == Next::Stop {
                     break;

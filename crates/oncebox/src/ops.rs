@@ -36,9 +36,8 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
         OpsCommand::List(a) => list(a, json_out).await,
         OpsCommand::Show(t) => show(t, json_out).await,
         OpsCommand::Retry(a) => {
-            let why = a.reason.clone();
-            change(&a.target, json_out, |tx, id, actor| {
-                Box::pin(async move { ops::retry(tx, id, &actor, &why).await })
+            change(&a.target, json_out, async |tx, id, actor| {
+                ops::retry(tx, id, actor, &a.reason).await
             })
             .await
         }
@@ -52,14 +51,14 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
                     reason: a.reason.clone().unwrap_or_default(),
                 }
             };
-            change(&a.target, json_out, |tx, id, actor| {
-                Box::pin(async move { ops::resolve(tx, id, &resolution, &actor).await })
+            change(&a.target, json_out, async |tx, id, actor| {
+                ops::resolve(tx, id, &resolution, actor).await
             })
             .await
         }
         OpsCommand::Cancel(t) => {
-            change(&t, json_out, |tx, id, actor| {
-                Box::pin(async move { ops::cancel(tx, id, &actor).await })
+            change(&t, json_out, async |tx, id, actor| {
+                ops::cancel(tx, id, actor).await
             })
             .await
         }
@@ -240,18 +239,17 @@ async fn stats(a: OpsStatsArgs, json_out: bool) -> CliResult {
     Ok(())
 }
 
-type Change<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Intent, OpsError>> + Send + 'a>>;
-
-/// Finds the target, applies `f` in one transaction, commits, prints the intent.
-async fn change<F>(t: &OpsTarget, json_out: bool, f: F) -> CliResult
-where
-    F: for<'a> FnOnce(&'a mut sqlx::PgConnection, i64, String) -> Change<'a>,
-{
+/// Finds the target, applies `f` (the transaction, the intent's id, the actor) in one
+/// transaction, commits, prints the intent.
+async fn change(
+    t: &OpsTarget,
+    json_out: bool,
+    f: impl AsyncFnOnce(&mut sqlx::PgConnection, i64, &str) -> Result<Intent, OpsError>,
+) -> CliResult {
     let pool = connect(&t.db, 1).await?;
     let target = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
     let mut tx = pool.begin().await?;
-    let intent = f(&mut tx, target.id, format!("ops:{}", t.actor)).await?;
+    let intent = f(&mut tx, target.id, &format!("ops:{}", t.actor)).await?;
     tx.commit().await?;
     output::intent(&intent, json_out);
     Ok(())

@@ -165,20 +165,18 @@ impl Demo {
     /// workers.
     async fn set_up(args: &DemoArgs) -> anyhow::Result<Demo> {
         let scratch = ScratchDb::create(&args.database_url, &args.database_name, true).await?;
-        let receiver = Receiver::start(ReceiverConfig {
-            honours_keys: true,
-            drop_rate: 0.10,
-            seed: 7,
-        })
-        .await
-        .context("cannot start the reference receiver")?;
-        let archive = Receiver::start(ReceiverConfig {
-            honours_keys: false,
-            drop_rate: 0.10,
-            seed: 11,
-        })
-        .await
-        .context("cannot start the archive receiver")?;
+        // Both drop a tenth of their answers after executing.
+        let start = async |honours_keys, seed| {
+            Receiver::start(ReceiverConfig {
+                honours_keys,
+                drop_rate: 0.10,
+                seed,
+            })
+            .await
+            .context("cannot start a reference receiver")
+        };
+        let receiver = start(true, 7).await?;
+        let archive = start(false, 11).await?;
         let events_queue = format!("{}.events", scratch.name);
         events::declare_queue(&args.amqp_url, &events_queue)
             .await
@@ -255,24 +253,21 @@ impl Demo {
             a.await.context("an agent panicked")??;
         }
         wait_until(SETTLE_WITHIN, || async {
-            Ok(sqlx::query_scalar::<_, i64>(queries::OPEN)
-                .fetch_one(&self.pool)
-                .await?
-                == 0)
+            Ok(self.count(queries::OPEN).await? == 0)
         })
         .await?;
         self.workers.stop_all().await?;
-        let published: i64 = sqlx::query_scalar(queries::PUBLISHED)
-            .fetch_one(&self.pool)
-            .await?;
+        let published = self.count(queries::PUBLISHED).await?;
         wait_until(EVENTS_WITHIN, || async {
-            Ok(sqlx::query_scalar::<_, i64>(queries::APPLIED)
-                .fetch_one(&self.pool)
-                .await?
-                >= published)
+            Ok(self.count(queries::APPLIED).await? >= published)
         })
         .await?;
         Ok(tally)
+    }
+
+    /// The count one of the demo's queries returns.
+    async fn count(&self, sql: &'static str) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
     }
 
     /// Counts and prints what happened.
