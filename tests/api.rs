@@ -2,7 +2,10 @@
 //! loopback. Every error must be problem+json and never a 5xx.
 
 mod support;
-use support::{Proc, TestDb, free_addr, pytools, run_ok};
+use support::{
+    Proc, TestDb, assert_connection_cap, assert_lingering_connections_closed, free_addr, pytools,
+    run_ok,
+};
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -33,6 +36,11 @@ struct Api {
 
 impl Api {
     async fn start(test: &str) -> Api {
+        Api::start_with(test, &[]).await
+    }
+
+    /// Starts `oncebox serve` with `extra` flags.
+    async fn start_with(test: &str, extra: &[&str]) -> Api {
         oncebox_delivery::install_crypto_provider();
         let db = TestDb::new("api", test, false).await;
         let db_url = db.url().to_owned();
@@ -52,6 +60,7 @@ impl Api {
                 .args(["serve", "--config"])
                 .arg(&config)
                 .args(["--listen", &addr, "--body-limit", "4096"])
+                .args(extra)
                 .env("DATABASE_URL", &db_url)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null()),
@@ -354,6 +363,45 @@ async fn every_status_code_is_as_documented() {
     api.stop().await;
 }
 
+/// serde_json turns an integer literal beyond the 64-bit range into a float before any check
+/// sees it: such a body used to be stored and delivered as `1.2345678901234568e+29`, and a
+/// resubmit with another such number hashed alike (a replay, not a conflict). Every integer
+/// beyond ±2^53 is a 400 naming its place, whatever its size, and nothing is stored.
+#[tokio::test]
+async fn integers_beyond_2_pow_53_are_refused_whatever_their_size() {
+    let api = Api::start("bigint").await;
+    let t = api.token("tenant-a");
+    for literal in [
+        "123456789012345678901234567890",
+        "123456789012345678901234567999",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9007199254740993",
+        &"9".repeat(500),
+    ] {
+        let body = format!(
+            r#"{{"action": "create_invoice", "arguments": {{"order_id": "o", "amount": "1", "n": [{literal}]}}}}"#
+        );
+        let got = api
+            .post(Some(&t), Some("big"), "application/json", body)
+            .await;
+        problem(&got, 400, "arguments/n/0");
+        assert!(
+            got.1["detail"].as_str().is_some_and(|d| d.contains("2^53")),
+            "{literal}: {:?}",
+            got.1
+        );
+    }
+    problem(&api.get(&t, "/v1/intents/big").await, 404, "key");
+    // The boundary itself and floats by their own spelling are accepted.
+    let body = r#"{"action": "create_invoice", "arguments": {"order_id": "o", "amount": "1", "n": [9007199254740992, 1e30, 1.5]}}"#;
+    let got = api
+        .post(Some(&t), Some("big"), "application/json", body.into())
+        .await;
+    assert_eq!(got.0, StatusCode::ACCEPTED, "{:?}", got.1);
+    api.stop().await;
+}
+
 /// What schemathesis found as 500s, pinned down as deterministic cases: each is a 400 naming
 /// its field now. And `/readyz` says 503 until the schema is current.
 #[tokio::test]
@@ -398,15 +446,26 @@ async fn what_fuzzing_found_stays_fixed_and_readyz_tells_an_old_schema() {
     // A migration this binary knows is missing from the database: not ready, and it says why.
     let mut db = PgConnection::connect(&api.db_url).await.expect("db");
     sqlx::query(
-        "DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)",
+        "DELETE FROM oncebox._sqlx_migrations \
+         WHERE version = (SELECT max(version) FROM oncebox._sqlx_migrations)",
     )
     .execute(&mut db)
     .await
     .expect("forget a migration");
-    let answer = ready(&api).await.expect("readyz");
-    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let body = answer.text().await.expect("body");
-    assert!(body.starts_with("migrations:"), "{body}");
+    let not_ready = || async {
+        let answer = ready(&api).await.expect("readyz");
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = answer.text().await.expect("body");
+        assert!(body.starts_with("migrations:"), "{body}");
+    };
+    not_ready().await;
+    // An application sharing the database keeps its own sqlx history in public._sqlx_migrations:
+    // however many rows it has, they say nothing of oncebox's schema.
+    support::app_migrator(20)
+        .run(&mut db)
+        .await
+        .expect("the application's migrations");
+    not_ready().await;
     api.stop().await;
 }
 
@@ -1041,5 +1100,110 @@ async fn a_revoked_token_is_refused_once_the_cache_expires() {
     // Another token of the tenant is unaffected.
     let other = api.token("tenant-a");
     problem(&api.get(&other, "/v1/intents/none").await, 404, "key");
+    api.stop().await;
+}
+
+/// No client holds a connection for as long as it likes: silent, half-sent and idle keep-alive
+/// connections are closed after `--http-header-timeout`, at most `--http-max-connections` are
+/// served at once, and `/healthz` keeps answering meanwhile.
+#[tokio::test]
+async fn idle_and_half_sent_connections_are_closed_and_capped() {
+    let api = Api::start_with(
+        "linger",
+        &[
+            "--http-header-timeout",
+            "2s",
+            "--http-max-connections",
+            "64",
+        ],
+    )
+    .await;
+    let addr = api.base.trim_start_matches("http://").to_owned();
+    assert_lingering_connections_closed(&addr, 15, Duration::from_secs(2)).await;
+    assert_connection_cap(&addr, 64, Duration::from_secs(2)).await;
+    api.stop().await;
+}
+
+/// Made-up methods and paths cannot grow `/metrics`: an outside check added 2,000 series with
+/// 2,000 methods (and 8 MB scrapes with 4,000-character ones). Methods outside the known set
+/// count as `other`, paths no route matches as `unmatched`.
+#[tokio::test]
+async fn made_up_methods_and_paths_do_not_grow_the_metrics() {
+    let api = Api::start("labels").await;
+    let series = |body: &str| {
+        body.lines()
+            .filter(|l| l.starts_with("oncebox_api_requests_total{"))
+            .count()
+    };
+    let send = |method: String, path: &str| {
+        let request = api
+            .client
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).expect("a valid token"),
+                format!("{}{path}", api.base),
+            )
+            .send();
+        async move { request.await.expect("answered").status() }
+    };
+    // One of each kind first, so that their series exist.
+    send("MADEUP".into(), "/healthz").await;
+    send("MADEUP".into(), "/no/such/path").await;
+    send("GET".into(), "/no/such/path/either").await;
+    let scrape = || async {
+        api.client
+            .get(format!("{}/metrics", api.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("body")
+    };
+    scrape().await; // A scrape is counted too: its own series exists from now on.
+    let before = scrape().await;
+    for i in 0..1000 {
+        let method = format!("M{i}{}", "X".repeat(i % 7 * 500));
+        let path = format!("/made/up/{i}");
+        let status = send(method, if i % 2 == 0 { "/healthz" } else { &path }).await;
+        assert!(status.is_client_error(), "{status}");
+    }
+    let after = scrape().await;
+    assert_eq!(series(&after), series(&before), "{after}");
+    assert!(
+        after.len() < before.len() + 200,
+        "the scrape did not grow: {} → {} bytes",
+        before.len(),
+        after.len()
+    );
+    assert!(
+        after.contains(r#"method="other",route="/healthz",status="405""#),
+        "{after}"
+    );
+    assert!(after.contains(r#"route="unmatched""#), "{after}");
+    api.stop().await;
+}
+
+/// Every error is problem+json, an unknown path and a wrong method included (they used to be
+/// empty answers with no content type).
+#[tokio::test]
+async fn unknown_paths_and_wrong_methods_are_problem_json() {
+    let api = Api::start("fallbacks").await;
+    let t = api.token("tenant-a");
+    problem(&api.get(&t, "/v2/nothing").await, 404, "path");
+    let r = api
+        .client
+        .delete(format!("{}/v1/intents", api.base))
+        .bearer(&t)
+        .send()
+        .await
+        .expect("DELETE");
+    let allow = r
+        .headers()
+        .get("allow")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(allow.contains("POST"), "Allow: {allow:?}");
+    problem(&answer(r).await, 405, "method");
     api.stop().await;
 }

@@ -143,6 +143,62 @@ fn help_is_there_for_every_subcommand() {
     }
     let o = Command::new(BIN).arg("frobnicate").output().expect("run");
     assert_eq!(code(&o), 2, "unknown subcommand is a usage error");
+
+    // The summary of `ops` names every one of its commands as a word (it left out `token`).
+    let ops = Command::new(BIN)
+        .args(["ops", "--help"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&ops.stdout);
+    let summary: Vec<&str> = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .collect();
+    let commands: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 8, "{text}");
+    for sub in commands {
+        assert!(
+            summary.contains(&sub),
+            "the ops summary lacks {sub}: {summary:?}"
+        );
+    }
+    // Flags that would be ignored or dropped are refused instead (exit 2, before any database).
+    for args in [
+        &["ops", "show", "k", "--actor", "bob"][..],
+        &[
+            "ops",
+            "resolve",
+            "k",
+            "--failed",
+            "--reason",
+            "r",
+            "--reference",
+            "R",
+        ],
+        &["show", "--key", "k", "--tenant", "t"],
+    ] {
+        let o = Command::new(BIN)
+            .args(args)
+            .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")
+            .output()
+            .expect("run");
+        assert_eq!(
+            code(&o),
+            2,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 #[test]
@@ -178,6 +234,98 @@ fn hash_prints_the_request_hash() {
     assert_eq!(stderr_json(&o)["field"], "arguments");
 }
 
+/// The database oncebox joins is the application's, and the application may migrate with sqlx
+/// too, keeping its history in `public._sqlx_migrations`. oncebox keeps its own in
+/// `oncebox._sqlx_migrations`: whichever migrates first, both succeed, and a database migrated
+/// by an older oncebox (its rows in the shared table) is tidied so the application's migrator
+/// runs again. Before, `oncebox migrate` exited 1 beside an application's migrations.
+#[tokio::test]
+async fn migrate_shares_a_database_with_an_application_using_sqlx() {
+    let ours = oncebox_store::MIGRATOR.iter().count() as i64;
+    let histories =
+        |db: &TestDb| {
+            let url = db.url.clone();
+            async move {
+                let mut c = PgConnection::connect(&url).await.expect("connect");
+                let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+                (
+                count("SELECT count(*) FROM oncebox._sqlx_migrations WHERE success")
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("oncebox's history"),
+                count("SELECT count(*) FROM public._sqlx_migrations WHERE description LIKE 'app %'")
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("the application's history"),
+                count("SELECT count(*) FROM public._sqlx_migrations")
+                    .fetch_one(&mut c)
+                    .await
+                    .expect("the shared table"),
+            )
+            }
+        };
+    let app = |db: &TestDb, n: i64| {
+        let url = db.url.clone();
+        async move {
+            let mut c = PgConnection::connect(&url).await.expect("connect");
+            support::app_migrator(n).run(&mut c).await
+        }
+    };
+    let migrate = |db: &TestDb| {
+        let o = db.run(&["migrate"]);
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    };
+
+    // The application first, then oncebox, then the application's next migration.
+    let db = TestDb::new("share_app_first").await;
+    app(&db, 3).await.expect("the application migrates");
+    migrate(&db);
+    app(&db, 4).await.expect("the application migrates again");
+    assert_eq!(histories(&db).await, (ours, 4, 4));
+    db.drop_db().await;
+
+    // oncebox first, then the application, then oncebox again.
+    let db = TestDb::new("share_oncebox_first").await;
+    migrate(&db);
+    app(&db, 3)
+        .await
+        .expect("the application migrates beside oncebox");
+    migrate(&db);
+    assert_eq!(histories(&db).await, (ours, 3, 3));
+    db.drop_db().await;
+
+    // A database an older oncebox migrated: its rows in the shared table, where the application's
+    // migrator refuses them. `oncebox migrate` moves them (and only them) to its own table.
+    let db = TestDb::new("share_legacy").await;
+    let mut c = PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::migrate::Migrator::with_migrations(oncebox_store::MIGRATOR.iter().cloned().collect())
+        .run(&mut c)
+        .await
+        .expect("the way an older oncebox migrated");
+    let refused = app(&db, 2)
+        .await
+        .expect_err("oncebox's rows are unknown to the application");
+    assert!(
+        refused
+            .to_string()
+            .contains("previously applied but is missing"),
+        "{refused}"
+    );
+    migrate(&db);
+    assert_eq!(
+        histories(&db).await,
+        (ours, 0, 0),
+        "every oncebox row moved"
+    );
+    app(&db, 2)
+        .await
+        .expect("the application migrates after the move");
+    migrate(&db);
+    assert_eq!(histories(&db).await, (ours, 2, 2));
+    drop(c);
+    db.drop_db().await;
+}
+
 #[tokio::test]
 async fn migrate_submit_replay_conflict_show() {
     let db = TestDb::new("flow").await;
@@ -199,7 +347,6 @@ async fn migrate_submit_replay_conflict_show() {
             config,
             "--tenant",
             "t1",
-            "--key",
             key,
             "--action",
             "create_invoice",
@@ -245,21 +392,18 @@ async fn migrate_submit_replay_conflict_show() {
             .contains(first["intent"]["request_hash"].as_str().expect("hash"))
     );
 
-    let shown = db.run(&["show", "--json", "--tenant", "t1", "--key", "inv-8172"]);
+    let shown = db.run(&["show", "--json", "--tenant", "t1", "inv-8172"]);
     assert_eq!(code(&shown), 0);
     assert_eq!(stdout_json(&shown)["id"], first["intent"]["id"]);
-    let text = db.run(&["show", "--tenant", "t1", "--key", "inv-8172"]);
+    let text = db.run(&["show", "--tenant", "t1", "inv-8172"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("pending"));
 
     assert_eq!(
-        code(&db.run(&["show", "--tenant", "t2", "--key", "inv-8172"])),
+        code(&db.run(&["show", "--tenant", "t2", "inv-8172"])),
         4,
         "other tenant sees nothing"
     );
-    assert_eq!(
-        code(&db.run(&["show", "--tenant", "t1", "--key", "nope"])),
-        4
-    );
+    assert_eq!(code(&db.run(&["show", "--tenant", "t1", "nope"])), 4);
 
     // Arguments from stdin, and redaction configured for the action.
     let o = db.run_stdin(
@@ -270,7 +414,6 @@ async fn migrate_submit_replay_conflict_show() {
             config,
             "--tenant",
             "t1",
-            "--key",
             "pay-1",
             "--action",
             "charge_card",
@@ -324,6 +467,21 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
             &[],
             "arguments/id",
         ),
+        // Beyond the 64-bit range serde_json would make a float of it: refused all the same.
+        (
+            "k",
+            "create_invoice",
+            r#"{"a": [{"n": 123456789012345678901234567890}]}"#,
+            &[],
+            "arguments/a/0/n",
+        ),
+        (
+            "k",
+            "create_invoice",
+            r#"{"n": -9223372036854775809}"#,
+            &[],
+            "arguments/n",
+        ),
         ("k", "send_email", "{}", &[], "action"),
         (
             "k",
@@ -334,7 +492,7 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
         ),
     ];
     for (key, action, arguments, more, field) in cases {
-        let extra: Vec<&str> = ["--key", key, "--action", action, "--arguments", arguments]
+        let extra: Vec<&str> = [key, "--action", action, "--arguments", arguments]
             .into_iter()
             .chain(more.iter().copied())
             .collect();
@@ -356,7 +514,6 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
         config,
         "--tenant",
         "t1",
-        "--key",
         &long_key,
         "--action",
         "create_invoice",
@@ -365,6 +522,21 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
     ]);
     assert_eq!(code(&o), 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("idempotency_key"));
+    // `oncebox hash` reads its arguments the same way: a hash of a rounded number would match
+    // a different request.
+    for arguments in [
+        r#"{"n": 18446744073709551616}"#,
+        r#"{"n": 9007199254740993}"#,
+    ] {
+        let o = db.run(&["hash", "--json", "--action", "a", "--arguments", arguments]);
+        assert_eq!(
+            code(&o),
+            2,
+            "{arguments}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(stderr_json(&o)["field"], "arguments/n", "{arguments}");
+    }
 
     // Configuration errors: exit 2, naming where the problem is.
     let submit_with = |file: &str, text: &str| {
@@ -377,7 +549,6 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
             &path,
             "--tenant",
             "t1",
-            "--key",
             "k",
             "--action",
             "create_invoice",
@@ -418,7 +589,7 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
 #[test]
 fn database_unreachable_is_exit_1() {
     let o = Command::new(BIN)
-        .args(["show", "--tenant", "t", "--key", "k"])
+        .args(["show", "--tenant", "t", "k"])
         .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")
         .output()
         .expect("run");

@@ -10,7 +10,7 @@
 mod support;
 use support::{pytools, run_ok};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -315,4 +315,60 @@ fn systemd_units_verify_and_outlast_the_worker_grace() {
     let findings: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(ok && findings.is_empty(), "systemd-analyze verify:\n{text}");
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// The variables a configuration reads (`${NAME}` in headers and AMQP URLs, `AMQP_URL` for an
+/// AMQP destination without its own URL, `DATABASE_URL` always) are all set by the environment
+/// it ships with, or the worker would stop at start-up and its unit restart in a loop: an
+/// outside check found the systemd example environment lacking the example config's
+/// `BILLING_TOKEN`.
+fn assert_environment_suffices(config: &str, env: &BTreeMap<String, String>, whence: &str) {
+    use oncebox_core::config::{Config, Destination};
+    let mut config = Config::from_toml(config).unwrap_or_else(|e| panic!("{whence}: {e}"));
+    config
+        .resolve_env(|name| env.get(name).cloned())
+        .unwrap_or_else(|e| panic!("{whence}: {e}"));
+    assert!(env.contains_key("DATABASE_URL"), "{whence}: DATABASE_URL");
+    for (name, dest) in &config.destinations {
+        if let Destination::Amqp(a) = dest
+            && a.amqp_url.is_none()
+        {
+            assert!(
+                env.contains_key("AMQP_URL"),
+                "{whence}: AMQP_URL for {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_example_environments_set_every_variable_their_configs_read() {
+    let deploy = root().join("deploy");
+    let read = |p: &str| std::fs::read_to_string(deploy.join(p)).expect(p);
+    let systemd: BTreeMap<String, String> = read("systemd/oncebox.env.example")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    assert_environment_suffices(
+        &read("oncebox.example.toml"),
+        &systemd,
+        "systemd: oncebox.example.toml with oncebox.env.example",
+    );
+    let configmap = &yaml_docs(&deploy.join("k8s/configmap.yaml"))[0];
+    let secret = &yaml_docs(&deploy.join("k8s/secret.example.yaml"))[0];
+    let k8s: BTreeMap<String, String> = secret["stringData"]
+        .as_object()
+        .expect("stringData")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    assert_environment_suffices(
+        configmap["data"]["oncebox.toml"]
+            .as_str()
+            .expect("oncebox.toml"),
+        &k8s,
+        "k8s: configmap.yaml with secret.example.yaml",
+    );
 }

@@ -52,3 +52,24 @@ impl TestDb {
             .expect("drop the test database");
     }
 }
+
+/// An application's own sqlx migrator with `n` migrations (versions 1..=n, each a table
+/// `app_<v>`), recording its history where sqlx does by default, `public._sqlx_migrations` — the
+/// neighbour oncebox must share a database with.
+pub(crate) fn app_migrator(n: i64) -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    Migrator::with_migrations(
+        (1..=n)
+            .map(|v| {
+                Migration::new(
+                    v,
+                    format!("app table {v}").into(),
+                    MigrationType::Simple,
+                    sqlx::AssertSqlSafe(format!("CREATE TABLE app_{v} (id bigint)")).into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}

@@ -8,3 +8,129 @@ pub(crate) fn free_addr() -> String {
         .expect("addr")
         .to_string()
 }
+
+/// Holds `n` connections of each kind a careless or hostile client leaves open — opened and
+/// silent, half a request line sent, one request answered and then silent (keep-alive) — to
+/// the server at `addr`, and checks that the server closes every one of them within
+/// `header_timeout` plus a margin, while `GET /healthz` on new connections keeps answering 200.
+pub(crate) async fn assert_lingering_connections_closed(
+    addr: &str,
+    n: usize,
+    header_timeout: std::time::Duration,
+) {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let mut held = Vec::new();
+    for kind in ["silent", "half-sent", "keep-alive"] {
+        for _ in 0..n {
+            let mut c = TcpStream::connect(addr).await.expect("connect");
+            match kind {
+                "half-sent" => c.write_all(b"GET /healthz HT").await.expect("send"),
+                "keep-alive" => {
+                    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+                        .await
+                        .expect("send");
+                    let mut answer = Vec::new();
+                    while !answer.ends_with(b"ok\n") {
+                        let mut buf = [0u8; 512];
+                        let got = c.read(&mut buf).await.expect("answer");
+                        assert!(got > 0, "closed before answering");
+                        answer.extend_from_slice(&buf[..got]);
+                    }
+                }
+                _ => {}
+            }
+            held.push((kind, c));
+        }
+    }
+    let deadline = header_timeout + Duration::from_secs(5);
+    let closed = async {
+        for (kind, mut c) in held {
+            let mut buf = [0u8; 256];
+            loop {
+                match tokio::time::timeout(deadline, c.read(&mut buf)).await {
+                    // Closed (EOF or reset); a half-sent request may get a 4xx/408 first.
+                    Ok(Ok(0) | Err(_)) => break,
+                    Ok(Ok(_)) => continue,
+                    Err(_) => panic!("a {kind} connection was still open after {deadline:?}"),
+                }
+            }
+        }
+    };
+    let answering = async {
+        loop {
+            let mut c = TcpStream::connect(addr).await.expect("connect for healthz");
+            c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .await
+                .expect("healthz");
+            let mut answer = Vec::new();
+            tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut answer))
+                .await
+                .expect("healthz answers within 5 s while connections linger")
+                .expect("healthz answer");
+            assert!(
+                answer.starts_with(b"HTTP/1.1 200"),
+                "healthz while connections linger: {}",
+                String::from_utf8_lossy(&answer)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::select! {
+        () = closed => {}
+        () = answering => unreachable!("the health loop only ends by panicking"),
+    }
+}
+
+/// Holds `cap` silent connections to the server at `addr`, whose connection cap is `cap` and
+/// header timeout `header_timeout` (at least 2 s): one more request is not served while they
+/// are held — for half the timeout — and is answered once the server has closed them.
+pub(crate) async fn assert_connection_cap(
+    addr: &str,
+    cap: usize,
+    header_timeout: std::time::Duration,
+) {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    assert!(
+        header_timeout >= Duration::from_secs(2),
+        "room to observe the cap"
+    );
+    let mut held = Vec::new();
+    for _ in 0..cap {
+        held.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    // The kernel completes this connection (listen backlog), but the server takes it only when
+    // one of the held ones is closed.
+    let mut extra = TcpStream::connect(addr)
+        .await
+        .expect("connect beyond the cap");
+    extra
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send");
+    let mut answer = Vec::new();
+    let early = tokio::time::timeout(header_timeout / 2, extra.read_to_end(&mut answer)).await;
+    assert!(
+        early.is_err() && answer.is_empty(),
+        "a request beyond the cap of {cap} was answered while {cap} connections were held: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    tokio::time::timeout(
+        header_timeout + Duration::from_secs(5),
+        extra.read_to_end(&mut answer),
+    )
+    .await
+    .expect("answered once the held connections were closed")
+    .expect("answer");
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    drop(held);
+}

@@ -17,6 +17,7 @@ async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
         honours_keys: true,
         drop_rate: 0.10,
         seed: 42,
+        lookup_token: None,
     })
     .await
     .expect("receiver");

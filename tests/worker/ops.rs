@@ -140,3 +140,94 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
     );
     env.drop_db().await;
 }
+
+/// An operator's retry of a redacted intent re-sends exactly what its first attempt sent — the
+/// journal holds only the redacted form — and attempt numbers go on where they stopped, with a
+/// fresh retry budget. Before, the retry sent `{"customer":{"email":"sha256:…"},"payment":{}}`
+/// and the history showed attempt #1 twice. Once the originals are gone, the retry is refused.
+#[tokio::test]
+async fn an_operator_retry_resends_the_original_request_with_the_next_attempt_number() {
+    let rx = receiver(true).await;
+    let text = config(
+        &rx.url(),
+        "key",
+        "retry = { max_attempts = 2, initial_delay = \"10ms\", max_delay = \"10ms\" }",
+    )
+    .replace(
+        "destination = \"billing\"",
+        "destination = \"billing\"\nredact = [{ pointer = \"/customer/email\", mode = \"hash\" }, \
+         { pointer = \"/payment/card\", mode = \"drop\" }]",
+    );
+    let env = Env::new("retry_redacted", &text).await;
+    let original = |n: u32| {
+        json!({"n": n, "customer": {"email": "ana@example.com"}, "payment": {"card": "4111"},
+               "faults": ["503", "503", "ok"]})
+    };
+    env.intent("charge", original(1)).await;
+    env.intent("gone", original(2)).await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_status("charge", "failed").await;
+    env.wait_status("gone", "failed").await;
+    assert!(worker.stop().await.success());
+    let journal: serde_json::Value = env
+        .scalar_for(
+            "SELECT payload FROM oncebox.intents WHERE idempotency_key = $1",
+            "charge",
+        )
+        .await;
+    assert_ne!(journal["customer"]["email"], "ana@example.com", "redacted");
+    assert_eq!(
+        env.count("SELECT count(*) FROM oncebox.held_arguments")
+            .await,
+        2,
+        "the originals of both failed intents are held"
+    );
+
+    let (code, _, err) = ops(&env, &["retry", "charge", "--reason", "card limit raised"]);
+    assert_eq!(code, 0, "{err}");
+    // The originals of the other one are gone (as for an intent failed before they were kept).
+    sqlx::query("DELETE FROM oncebox.held_arguments WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'gone')")
+        .execute(&env.pool)
+        .await
+        .expect("forget");
+    let (code, _, err) = ops(&env, &["retry", "gone"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("redacted") && err.contains("new key"), "{err}");
+    assert_eq!(env.status_of("gone").await, "failed", "nothing changed");
+
+    let worker = env.worker("w2", &[], "5s");
+    env.wait_status("charge", "succeeded").await;
+    assert!(worker.stop().await.success());
+    let sent: Vec<_> = rx
+        .seen()
+        .into_iter()
+        .filter(|s| s.key == "charge")
+        .collect();
+    assert_eq!(
+        sent.iter().map(|s| s.attempt).collect::<Vec<_>>(),
+        [Some(1), Some(2), Some(3)],
+        "attempt numbers only grow"
+    );
+    for s in &sent {
+        assert_eq!(
+            s.body,
+            original(1),
+            "attempt {:?} sent the original",
+            s.attempt
+        );
+    }
+    let numbers: Vec<i32> = sqlx::query_scalar(
+        "SELECT attempt FROM oncebox.attempts WHERE intent_id = (SELECT id FROM oncebox.intents WHERE idempotency_key = 'charge') AND outcome <> 'operator_retry' ORDER BY id",
+    )
+    .fetch_all(&env.pool)
+    .await
+    .expect("history");
+    assert_eq!(numbers, [1, 2, 3], "no attempt number twice in the history");
+    assert_eq!(
+        env.count("SELECT count(*) FROM oncebox.held_arguments")
+            .await,
+        0,
+        "a retried intent's originals travel on its outbox row again, not beside it"
+    );
+    env.drop_db().await;
+}

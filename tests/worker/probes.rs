@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::env::*;
-use crate::support::{Proc, free_addr};
+use crate::support::{Proc, assert_connection_cap, assert_lingering_connections_closed, free_addr};
 
 /// A worker's probes: /healthz is about the process and its loops, /readyz about the database.
 /// A database outage (its connections cut, new ones refused) makes the worker unready but not
@@ -131,6 +131,47 @@ async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
         200,
         "the database is fine"
     );
+    // A migration this binary knows is missing: not ready, and it says why.
+    sqlx::query(
+        "DELETE FROM oncebox._sqlx_migrations \
+         WHERE version = (SELECT max(version) FROM oncebox._sqlx_migrations)",
+    )
+    .execute(&env.pool)
+    .await
+    .expect("forget a migration");
+    let (code, body) = probe(&stuck_addr, "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.starts_with("migrations:"), "{body}");
     stuck.kill().await;
+    env.drop_db().await;
+}
+
+/// The probe server keeps no connection a client leaves open: silent, half-sent and idle
+/// keep-alive connections are closed after `--http-header-timeout`, at most
+/// `--http-max-connections` are served at once, and `/healthz` keeps answering meanwhile.
+#[tokio::test]
+async fn probe_connections_are_timed_out_and_capped() {
+    let env = Env::new("probe_limits", &config("http://127.0.0.1:9/x", "key", "")).await;
+    let addr = free_addr();
+    let worker = env.worker_with(
+        "w",
+        &[],
+        "5s",
+        &[
+            "--metrics-addr",
+            &addr,
+            "--http-header-timeout",
+            "2s",
+            "--http-max-connections",
+            "64",
+        ],
+    );
+    env.wait_until(Duration::from_secs(20), "the probes answer", || async {
+        probe(&addr, "/healthz").await.0 == 200
+    })
+    .await;
+    assert_lingering_connections_closed(&addr, 15, Duration::from_secs(2)).await;
+    assert_connection_cap(&addr, 64, Duration::from_secs(2)).await;
+    assert!(worker.stop().await.success());
     env.drop_db().await;
 }

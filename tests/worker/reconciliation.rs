@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use oncebox_receiver::{Receiver, ReceiverConfig};
 use serde_json::json;
 
 use crate::env::*;
@@ -26,6 +27,32 @@ async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_e
         "one POST: the answer was looked up, not re-sent"
     );
     assert_eq!(reports(&env, "dropped").await, ["unknown", "lookup_found"]);
+    env.drop_db().await;
+}
+
+/// A lookup endpoint that needs a credential: the lookup sends the destination's own headers
+/// (with their `${ENV}` secrets). Lookups used to send only `Accept`, were answered 401, and every
+/// unknown outcome there ended `needs_review`.
+#[tokio::test]
+async fn a_lookup_that_needs_a_token_sends_the_destination_headers() {
+    let rx = Receiver::start(ReceiverConfig {
+        lookup_token: Some("s3cret".into()),
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let config = reconcile_config(&rx, "30s").replace(
+        "consistency_window",
+        "headers = { Authorization = \"Bearer ${RX_TOKEN}\" }\nconsistency_window",
+    );
+    let env = Env::new("lookup_auth", &config).await;
+    env.intent("dropped", json!({"n": 7, "faults": ["drop"]}))
+        .await;
+    let worker = env.worker("w", &[("RX_TOKEN", "s3cret")], "5s");
+    env.wait_status("dropped", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(reports(&env, "dropped").await, ["unknown", "lookup_found"]);
+    assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
     env.drop_db().await;
 }
 

@@ -14,15 +14,11 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: 200 when every migration this binary knows has been applied.
+/// `GET /readyz`: 200 when the database answers and every migration this binary knows has been
+/// applied ([`oncebox_store::ready`]).
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    match oncebox_store::migrations_applied(&state.pool).await {
-        Ok((applied, known)) if applied >= known => (StatusCode::OK, "ready\n").into_response(),
-        Ok((applied, known)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("migrations: {applied} of {known} applied\n"),
-        )
-            .into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")).into_response(),
+    match oncebox_store::ready(&state.pool).await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
 }

@@ -69,8 +69,7 @@ struct SubmitBody {
 fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
     let bad =
         |field: &str, detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field(field);
-    let doc: Value = serde_json::from_slice(bytes)
-        .map_err(|e| bad("body", format!("the body is not JSON: {e}")))?;
+    let doc = crate::problem::json_body(bytes)?;
     let Value::Object(mut map) = doc else {
         return Err(bad("body", "the body must be a JSON object".into()));
     };

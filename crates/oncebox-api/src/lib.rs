@@ -107,6 +107,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::render))
         .route("/openapi.json", get(serve_openapi))
+        .fallback(problem::not_found)
+        .method_not_allowed_fallback(problem::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             requests,
             metrics::count,

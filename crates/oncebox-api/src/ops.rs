@@ -143,8 +143,8 @@ async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Proble
     if bytes.is_empty() {
         return Ok(serde_json::Map::new());
     }
-    match serde_json::from_slice(&bytes) {
-        Ok(Value::Object(m)) => Ok(m),
+    match crate::problem::json_body(&bytes)? {
+        Value::Object(m) => Ok(m),
         _ => Err(
             Problem::new(StatusCode::BAD_REQUEST, "the body must be a JSON object").field("body"),
         ),

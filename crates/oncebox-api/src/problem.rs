@@ -55,3 +55,43 @@ impl IntoResponse for Problem {
             .into_response()
     }
 }
+
+/// The answer to a path that no endpoint serves: 404, problem+json like every other error.
+pub(crate) async fn not_found() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "no endpoint has this path; /openapi.json lists them",
+    )
+    .field("path")
+}
+
+/// The answer to a method an endpoint does not serve: 405 (axum adds the `Allow` header).
+pub(crate) async fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint does not answer this method; the Allow header lists those it does",
+    )
+    .field("method")
+}
+
+/// Parses a request body as JSON read exactly ([`oncebox_core::json::parse`]): text that is
+/// not JSON names the field `body`; an integer beyond ±2^53 names its place in the body
+/// (`arguments/amount`), never rounded into a float.
+pub(crate) fn json_body(bytes: &[u8]) -> Result<serde_json::Value, Problem> {
+    use oncebox_core::json::{JsonError, parse};
+    parse(bytes).map_err(|e| {
+        let field = match &e {
+            JsonError::Syntax(_) => "body",
+            JsonError::UnsafeInteger { pointer } => pointer.trim_start_matches('/'),
+        };
+        let detail = match &e {
+            JsonError::Syntax(e) => format!("the body is not JSON: {e}"),
+            JsonError::UnsafeInteger { .. } => e.to_string(),
+        };
+        Problem::new(StatusCode::BAD_REQUEST, detail).field(if field.is_empty() {
+            "body"
+        } else {
+            field
+        })
+    })
+}

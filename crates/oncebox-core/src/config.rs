@@ -162,6 +162,10 @@ pub struct LookupSettings {
     /// Timeout of one lookup request (default "5s").
     #[serde(default = "defaults::lookup_timeout")]
     pub timeout: NonZeroDuration,
+    /// Request headers of the lookup; values may read the environment with `${NAME}`. Never
+    /// logged. When absent, the lookup sends the destination's own `headers` (the same
+    /// credentials as a delivery); `{}` sends none.
+    pub headers: Option<BTreeMap<HeaderName, HeaderValue>>,
 }
 
 /// A receiver of intents: its transport decides which fields it has.
@@ -169,7 +173,7 @@ pub struct LookupSettings {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Destination {
     /// An HTTP endpoint.
-    Http(HttpConfig),
+    Http(Box<HttpConfig>),
     /// A RabbitMQ exchange (AMQP 0-9-1), with publisher confirms.
     Amqp(AmqpConfig),
 }
@@ -398,6 +402,13 @@ impl Config {
                 Destination::Http(h) => {
                     for (header, value) in &mut h.headers {
                         value.resolve(&format!("destinations.{name}.headers.{header}"), &lookup)?;
+                    }
+                    let own = h.lookup.as_mut().and_then(|l| l.headers.as_mut());
+                    for (header, value) in own.into_iter().flatten() {
+                        value.resolve(
+                            &format!("destinations.{name}.lookup.headers.{header}"),
+                            &lookup,
+                        )?;
                     }
                 }
             }

@@ -23,7 +23,9 @@ pub struct NewIntent {
     pub idempotency_key: String,
     /// An operator-configured action name, such as `create_invoice`.
     pub action: String,
-    /// The action's arguments: a JSON object.
+    /// The action's arguments: a JSON object. Read JSON text with [`crate::json::parse`], not
+    /// `serde_json::from_str`: an integer literal beyond the 64-bit range is already a rounded
+    /// float in a `Value`, and only the text can tell it was an integer.
     pub arguments: Value,
     /// The caller's own reference (order number), for search and reconciliation.
     pub business_ref: Option<String>,
@@ -99,7 +101,7 @@ impl NewIntent {
         if let Some(pointer) = find_unsafe_integer(&self.arguments) {
             return Err(InvalidIntent::new(
                 format!("arguments{pointer}"),
-                "integer beyond 2^53 would be rounded by the request hash (RFC 8785); send it as a string",
+                crate::json::UNSAFE_INTEGER,
             ));
         }
         if let Some(pointer) = crate::hash::find_nul(&self.arguments) {

@@ -11,6 +11,7 @@
 //! - [`outcome`]: the closed set of delivery outcomes.
 //! - [`redact`]: redaction rules applied before anything is stored.
 //! - [`intent`]: the validated shape of a new intent.
+//! - [`json`]: JSON text read exactly (integer literals beyond ±2^53 refused, not rounded).
 //! - [`config`]: the operator's TOML configuration (actions, destinations, redaction).
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 
@@ -18,6 +19,7 @@ pub mod config;
 pub mod duration;
 pub mod hash;
 pub mod intent;
+pub mod json;
 pub mod key;
 pub mod outcome;
 pub mod redact;

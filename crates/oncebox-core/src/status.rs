@@ -56,6 +56,22 @@ pub const TRANSITIONS: &[(Status, &[Status])] = &[
     (Expired, &[]),
 ];
 
+/// What an operator may do (`oncebox ops`, the ops API), and the only table that decides it:
+/// `resolve` ends a `needs_review` intent `succeeded` or `failed`; `retry` sends a
+/// `needs_review` or `failed` intent back to `pending` with its key; `cancel` ends a `pending`
+/// intent that was never dispatched. Every row is an automatic transition of [`TRANSITIONS`]
+/// except those in [`OPERATOR_OVERRIDES`]. No operator moves an intent that automation still owns
+/// (`in_flight`, `unknown`, `reconciling`): a worker may be calling or looking it up.
+pub const OPERATOR_TRANSITIONS: &[(Status, &[Status])] = &[
+    (Pending, &[Cancelled]),
+    (NeedsReview, &[Succeeded, Failed, Pending]),
+    (Failed, &[Pending]),
+];
+
+/// The operator transitions that leave a terminal status: a failed intent retried by a person,
+/// recorded as such in its retry report.
+pub const OPERATOR_OVERRIDES: &[(Status, Status)] = &[(Failed, Pending)];
+
 /// A transition that [`TRANSITIONS`] does not allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("an intent cannot go from {from} to {to}")]
@@ -112,6 +128,12 @@ impl Status {
         matches!(self, Failed | Expired | NeedsReview)
     }
 
+    /// True for the statuses an operator may send back to `pending` (`oncebox ops retry`):
+    /// failed and needs_review. The originals of their redacted requests are held for it.
+    pub fn is_retryable(self) -> bool {
+        self.operator_transition(Pending).is_ok()
+    }
+
     /// The statuses that are dead-lettered, in the order of [`Status::ALL`].
     pub fn dead_letter_reasons() -> impl Iterator<Item = Status> {
         Status::ALL.into_iter().filter(|s| s.is_dead_letter())
@@ -123,6 +145,26 @@ impl Status {
             .iter()
             .find(|(from, _)| *from == self)
             .map_or(&[], |(_, to)| to)
+    }
+
+    /// The statuses an operator may move this one to ([`OPERATOR_TRANSITIONS`]).
+    pub fn operator_next(self) -> &'static [Status] {
+        OPERATOR_TRANSITIONS
+            .iter()
+            .find(|(from, _)| *from == self)
+            .map_or(&[], |(_, to)| to)
+    }
+
+    /// Checks an operator's transition against [`OPERATOR_TRANSITIONS`].
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] when the table does not list `(self, to)`.
+    pub fn operator_transition(self, to: Status) -> Result<Status, IllegalTransition> {
+        if self.operator_next().contains(&to) {
+            Ok(to)
+        } else {
+            Err(IllegalTransition { from: self, to })
+        }
     }
 
     /// Checks a transition against [`TRANSITIONS`].
@@ -211,6 +253,34 @@ mod tests {
                 to: Succeeded
             })
         );
+    }
+
+    #[test]
+    fn operators_follow_the_table_except_for_the_listed_overrides() {
+        for (from, targets) in OPERATOR_TRANSITIONS {
+            for &to in *targets {
+                assert!(
+                    from.transition(to).is_ok() || OPERATOR_OVERRIDES.contains(&(*from, to)),
+                    "operator {from} -> {to} is neither automatic nor a listed override"
+                );
+                assert_eq!(from.operator_transition(to), Ok(to));
+            }
+        }
+        for &(from, to) in OPERATOR_OVERRIDES {
+            assert!(
+                from.transition(to).is_err(),
+                "{from} -> {to} is no override"
+            );
+            assert_eq!(from.operator_transition(to), Ok(to));
+        }
+        // What the issue found: resolving an intent whose outcome is still unknown.
+        assert!(Unknown.operator_transition(Succeeded).is_err());
+        assert!(Unknown.operator_transition(Failed).is_err());
+        for owned in [InFlight, Unknown, Reconciling] {
+            assert!(owned.operator_next().is_empty(), "{owned} is automation's");
+        }
+        assert!(Cancelled.operator_transition(Cancelled).is_err());
+        assert!(Succeeded.operator_next().is_empty());
     }
 
     #[test]

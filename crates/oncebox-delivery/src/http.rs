@@ -1,10 +1,11 @@
 //! The HTTP adapter: one POST (or PUT/PATCH) per attempt with the `Idempotency-Key` header, the
 //! arguments as JSON, and headers naming tenant, action, attempt and request hash.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use oncebox_core::DeliveryOutcome;
-use oncebox_core::config::{HttpConfig, HttpMethod};
+use oncebox_core::config::{self, HttpConfig, HttpMethod};
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use oncebox_core::retry::RetryAfter;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -72,6 +73,33 @@ impl BuildError {
     }
 }
 
+/// The request headers of destination `name`, from its configured map under `field` (values
+/// already resolved), each marked sensitive so that it is never logged.
+///
+/// # Errors
+/// [`BuildError`] naming `field.<header>` when a value is not valid in HTTP.
+pub(crate) fn header_map(
+    name: &str,
+    field: &str,
+    configured: &BTreeMap<config::HeaderName, config::HeaderValue>,
+) -> Result<HeaderMap, BuildError> {
+    let err = |k: &config::HeaderName, reason: String| BuildError {
+        destination: name.to_owned(),
+        field: format!("{field}.{k}"),
+        reason,
+    };
+    let mut headers = HeaderMap::new();
+    for (k, v) in configured {
+        let header =
+            HeaderName::from_bytes(k.as_str().as_bytes()).map_err(|e| err(k, e.to_string()))?;
+        let mut value = HeaderValue::from_str(v.expose())
+            .map_err(|_| err(k, "value is not valid in an HTTP header".into()))?;
+        value.set_sensitive(true);
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
 impl HttpDestination {
     /// Builds the adapter for destination `name`. Header values must already be resolved
     /// ([`oncebox_core::config::Config::resolve_env`]).
@@ -86,19 +114,7 @@ impl HttpDestination {
             reason,
         };
         let timeout = dest.timeout.get();
-        let mut headers = HeaderMap::new();
-        for (k, v) in &dest.headers {
-            let name = HeaderName::from_bytes(k.as_str().as_bytes())
-                .map_err(|e| err(&format!("headers.{k}"), e.to_string()))?;
-            let mut value = HeaderValue::from_str(v.expose()).map_err(|_| {
-                err(
-                    &format!("headers.{k}"),
-                    "value is not valid in an HTTP header".into(),
-                )
-            })?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
+        let headers = header_map(name, "headers", &dest.headers)?;
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(256)
             .connect_timeout(timeout.min(Duration::from_secs(5)))

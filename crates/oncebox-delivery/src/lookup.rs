@@ -2,16 +2,19 @@
 
 use std::time::Duration;
 
-use oncebox_core::config::LookupSettings;
+use oncebox_core::config::{HttpConfig, LookupSettings};
+use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use crate::http::{MAX_RESPONSE_BYTES, install_crypto_provider};
+use crate::BuildError;
+use crate::http::{MAX_RESPONSE_BYTES, header_map, install_crypto_provider};
 
 /// A destination's lookup endpoint.
 #[derive(Debug, Clone)]
 pub struct HttpLookup {
     client: reqwest::Client,
     settings: LookupSettings,
+    headers: HeaderMap,
 }
 
 /// What a lookup found.
@@ -43,12 +46,34 @@ fn encode(value: &str) -> String {
 }
 
 impl HttpLookup {
-    /// A lookup for `settings`.
-    pub fn new(settings: &LookupSettings) -> HttpLookup {
+    /// The lookup of HTTP destination `name`, if it has one. It sends the lookup's own
+    /// `headers` when configured, else the destination's (so a lookup carries the same
+    /// credentials as a delivery); header values must already be resolved.
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the header whose value is not valid in HTTP.
+    pub fn for_destination(
+        name: &str,
+        dest: &HttpConfig,
+    ) -> Result<Option<HttpLookup>, BuildError> {
+        let Some(settings) = &dest.lookup else {
+            return Ok(None);
+        };
+        let mut headers = match &settings.headers {
+            Some(own) => header_map(name, "lookup.headers", own)?,
+            None => header_map(name, "headers", &dest.headers)?,
+        };
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        Ok(Some(HttpLookup::new(settings, headers)))
+    }
+
+    /// A lookup for `settings` sending `headers` with every request.
+    pub fn new(settings: &LookupSettings, headers: HeaderMap) -> HttpLookup {
         install_crypto_provider();
         HttpLookup {
             client: reqwest::Client::new(),
             settings: settings.clone(),
+            headers,
         }
     }
 
@@ -86,7 +111,7 @@ impl HttpLookup {
         let response = match self
             .client
             .get(url)
-            .header("Accept", "application/json")
+            .headers(self.headers.clone())
             .timeout(self.settings.timeout.get() + Duration::from_millis(100))
             .send()
             .await

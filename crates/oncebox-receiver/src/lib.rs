@@ -48,6 +48,9 @@ pub struct ReceiverConfig {
     pub drop_rate: f64,
     /// Seed of the drop draw.
     pub seed: u64,
+    /// When set, `GET /effects` (the lookup) answers 401 unless it carries
+    /// `Authorization: Bearer <token>` — a lookup endpoint that needs a credential.
+    pub lookup_token: Option<String>,
 }
 
 /// What the receiver does with one request.
@@ -114,6 +117,8 @@ pub struct Seen {
     pub fault: Fault,
     /// Whether it executed an effect.
     pub executed: bool,
+    /// The request body as JSON (null when it was not JSON).
+    pub body: Value,
 }
 
 #[derive(Default)]
@@ -225,6 +230,12 @@ async fn serve(
             .unwrap_or(Value::Null);
         buf.drain(..head_len + content_length);
         if head.starts_with("GET ") {
+            if let Some(token) = &config.lookup_token
+                && header(&head, "Authorization").as_deref() != Some(&format!("Bearer {token}"))
+            {
+                respond(&mut stream, 401, &[], r#"{"error":"unauthorized"}"#).await?;
+                continue;
+            }
             let target = head.split_whitespace().nth(1).unwrap_or_default();
             let answer = look_up(&state, target);
             respond(&mut stream, 200, &[], &answer.to_string()).await?;
@@ -336,6 +347,7 @@ fn execute(
         at: std::time::Instant::now(),
         fault: fault.clone(),
         executed,
+        body,
     });
     tracing::debug!(%key, ?fault, executed, replay, "receiver");
     (fault, replay)

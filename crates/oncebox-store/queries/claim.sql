@@ -29,7 +29,7 @@ SET lease_owner = $2,
 FROM oncebox.intents i
 WHERE o.phase = $1 AND o.intent_id = ANY (ARRAY(SELECT intent_id FROM picked))
   AND i.id = o.intent_id
-RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.dispatched_at, o.arguments,
+RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.budget_from, o.dispatched_at, o.arguments,
           o.lease_expires_at, o.intent_id IN (SELECT intent_id FROM expired) AS lease_taken_over,
           i.tenant_id, i.idempotency_key, i.action, i.request_hash, i.payload, i.status,
           i.external_reference, i.last_error, i.attempt_count, i.created_at, i.updated_at,

@@ -2,7 +2,9 @@
 -- statement — journal status, the attempts row, and the outbox row deleted ('done'),
 -- rescheduled in its phase ('retry'), turned into a reconciliation ('reconcile') or sent back to
 -- delivery with the same key ('reissue'). Entering failed, expired or needs_review enqueues a
--- dead-letter notification in the same statement. Only rows still leased to worker $17 at the
+-- dead-letter notification in the same statement; a redacted intent that ends where an operator
+-- may retry it keeps its original arguments in held_arguments, so that the retry re-sends exactly
+-- what was sent. Only rows still leased to worker $17 at the
 -- given epoch are written: a stale worker writes nothing. Waiters on channel $18 hear once per
 -- statement that intents settled. Returns the intents written.
 WITH f AS (
@@ -23,7 +25,7 @@ WITH f AS (
 ), done AS (
     DELETE FROM oncebox.outbox o USING owned
     WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase AND owned.next = 'done'
-    RETURNING o.intent_id
+    RETURNING o.intent_id, o.arguments
 ), moved AS (
     UPDATE oncebox.outbox o
     SET lease_owner = NULL, lease_expires_at = NULL,
@@ -58,6 +60,12 @@ WITH f AS (
     SELECT id, 'notify'::oncebox.phase FROM journal WHERE oncebox.is_dead_letter(status)
     ON CONFLICT (intent_id, phase) DO UPDATE SET available_at = now()
     RETURNING intent_id
+), held AS (
+    INSERT INTO oncebox.held_arguments (intent_id, arguments)
+    SELECT done.intent_id, done.arguments
+    FROM done JOIN journal ON journal.id = done.intent_id
+    WHERE done.arguments IS NOT NULL AND oncebox.is_retryable(journal.status)
+    ON CONFLICT (intent_id) DO UPDATE SET arguments = EXCLUDED.arguments, held_at = now()
 ), report AS (
     INSERT INTO oncebox.attempts
         (intent_id, attempt, epoch, worker, phase, started_at, finished_at,

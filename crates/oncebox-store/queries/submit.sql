@@ -1,14 +1,15 @@
 -- Submit: the journal row and its deliver-phase outbox row in one statement, inside the
 -- caller's transaction. Inserts nothing when (tenant_id, idempotency_key) already exists; the
--- caller then reads that row and compares hashes. When $11 is true and a worker is waiting
+-- caller then reads that row and compares hashes. $10 holds the original arguments only when
+-- redaction changed them (the journal's payload $5 is then the redacted form). When $11 is true and a worker is waiting
 -- (oncebox.waiting_workers), it is woken with NOTIFY on channel $12, delivered at commit (never
 -- on rollback); the NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE
 -- always runs to completion. Returns only what the caller does not already have.
 WITH intent AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, idempotency_key, action, request_hash, payload,
-         business_ref, run_id, step, deadline)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         business_ref, run_id, step, deadline, redacted)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb IS NOT NULL)
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING i.id, i.created_at
 ), queued AS (

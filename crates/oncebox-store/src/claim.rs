@@ -20,8 +20,11 @@ pub struct ClaimedRow {
     pub lease: Lease,
     /// The kind of work.
     pub phase: Phase,
-    /// Attempts already made.
+    /// Attempts already made, for the life of the intent (numbers only grow).
     pub attempt: i32,
+    /// The attempt count when an operator last retried the intent: the retry policy's budget
+    /// counts attempts after it (0 until a retry).
+    pub budget_from: i32,
     /// Set when an earlier attempt may have reached the destination.
     pub dispatched_at: Option<DateTime<Utc>>,
     /// The unredacted arguments, when they differ from the journal's payload.

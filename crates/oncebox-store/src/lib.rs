@@ -11,6 +11,7 @@ mod claim;
 mod error;
 mod intent;
 mod lease;
+mod migrate;
 pub mod ops;
 mod queue;
 mod record;
@@ -22,13 +23,14 @@ mod wake;
 
 use std::time::Duration;
 
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, migrate::Migrator};
 
 pub use claim::{ClaimedRow, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
 pub use lease::{Lease, Phase};
+pub use migrate::{MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready};
 pub use queue::{ReadyQueue, ping, ready_queue};
 pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
@@ -44,33 +46,6 @@ pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
 /// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents settled.
 /// The one definition: SQL statements take it as a parameter.
 pub const DONE_CHANNEL: &str = "oncebox_intent_done";
-
-/// The schema migrations in `migrations/`, embedded in the binary.
-pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
-
-/// Applies every pending migration. Safe to run concurrently from several processes: sqlx
-/// serialises them with an advisory lock.
-///
-/// # Errors
-/// [`StoreError::Migrate`] when a migration fails or the database has a migration this binary
-/// does not know (a newer oncebox migrated it).
-#[tracing::instrument(skip(pool), err)]
-pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
-    MIGRATOR.run(pool).await?;
-    Ok(())
-}
-
-/// How many of this binary's migrations the database has applied, and how many it knows: the
-/// schema is current when the first is at least the second.
-///
-/// # Errors
-/// The database's error (for example, no migration ever ran).
-pub async fn migrations_applied(db: impl sqlx::PgExecutor<'_>) -> Result<(i64, i64), StoreError> {
-    let applied: i64 = sqlx::query_scalar(sql::MIGRATIONS_APPLIED)
-        .fetch_one(db)
-        .await?;
-    Ok((applied, MIGRATOR.iter().count() as i64))
-}
 
 /// Opens a pool to `database_url` with server-side guards: statements may run at most 30 s
 /// (`statement_timeout`), and a transaction left idle for 60 s is ended by the server

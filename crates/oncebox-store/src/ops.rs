@@ -169,6 +169,47 @@ async fn lock(tx: &mut PgConnection, id: i64) -> Result<Intent, OpsError> {
         .ok_or_else(|| OpsError::NotFound(format!("intent {id} no longer exists")))
 }
 
+/// Locks intent `id` and checks that an operator may make it `to`: the one table,
+/// [`oncebox_core::status::OPERATOR_TRANSITIONS`], decides; a refusal says why.
+async fn lock_for(tx: &mut PgConnection, id: i64, to: Status) -> Result<Intent, OpsError> {
+    let i = lock(tx, id).await?;
+    if i.status.operator_transition(to).is_ok() {
+        return Ok(i);
+    }
+    let key = &i.idempotency_key;
+    let why = match i.status {
+        from if from == to => {
+            return Err(OpsError::Refused(format!("intent {key} is already {to}")));
+        }
+        Status::Succeeded => "it succeeded, and a retry could repeat its effect",
+        Status::InFlight | Status::Unknown | Status::Reconciling => {
+            "a worker is still delivering, re-sending or looking it up; it will end succeeded, \
+             failed or needs_review"
+        }
+        Status::Pending => "it is waiting for a worker",
+        _ => "it is final",
+    };
+    let may: Vec<&str> = i
+        .status
+        .operator_next()
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    Err(OpsError::Refused(format!(
+        "intent {key} is {}: an operator cannot make it {to} ({why}){}",
+        i.status,
+        if may.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; from {} an operator may make it {}",
+                i.status,
+                may.join(" or ")
+            )
+        }
+    )))
+}
+
 async fn report(
     tx: &mut PgConnection,
     i: &Intent,
@@ -188,31 +229,40 @@ async fn report(
     Ok(())
 }
 
-/// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: a fresh
-/// deliver row is queued. `failed` → `pending` is an operator override of the automatic
-/// transition table, recorded as such; `succeeded` and the other statuses are refused.
-/// Run it in a transaction (`&mut tx`): it locks the intent first.
+/// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: its deliver
+/// row is queued afresh. `failed` → `pending` is an operator override of the automatic
+/// transition table, recorded as such. The next attempt carries the next attempt number (they
+/// only grow) and the retry policy's budget starts again. A redacted intent is re-sent with its
+/// original arguments — exactly what its first attempt sent — or refused when they are no longer
+/// held. Run it in a transaction (`&mut tx`): it locks the intent first.
 ///
 /// # Errors
-/// [`OpsError::Refused`] naming the status; the database's error.
+/// [`OpsError::Refused`] saying why; the database's error.
 pub async fn retry(
     tx: &mut PgConnection,
     id: i64,
     actor: &str,
     why: &str,
 ) -> Result<Intent, OpsError> {
-    let i = lock(tx, id).await?;
-    if !matches!(i.status, Status::Failed | Status::NeedsReview) {
-        return Err(OpsError::Refused(format!(
-            "intent {} is {}: only failed or needs_review intents can be retried{}",
-            i.idempotency_key,
-            i.status,
-            if i.status == Status::Succeeded {
-                " (it already succeeded; a retry could repeat its effect)"
-            } else {
-                ""
-            }
-        )));
+    let i = lock_for(tx, id, Status::Pending).await?;
+    let (redacted, originals_held): (Option<bool>, bool) = sqlx::query_as(sql::OPS_RETRY_CHECK)
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if redacted != Some(false) && !originals_held {
+        let key = &i.idempotency_key;
+        return Err(OpsError::Refused(match redacted {
+            Some(_) => format!(
+                "intent {key} was submitted with redacted arguments and the original request is \
+                 no longer held: a retry would send a different body under the same key; submit \
+                 a new intent with a new key instead"
+            ),
+            None => format!(
+                "intent {key} was recorded before oncebox kept the originals of redacted \
+                 requests, so what its first attempt sent is not known: a retry could send a \
+                 different body under the same key; submit a new intent with a new key instead"
+            ),
+        }));
     }
     sqlx::query(sql::OPS_RETRY)
         .bind(id)
@@ -229,25 +279,17 @@ pub async fn retry(
     lock(tx, id).await
 }
 
-/// Decides an intent that needs review (or whose outcome is unknown): succeeded (with an
-/// optional reference) or failed (with a reason). Its pending work is removed. Run it in a
-/// transaction.
+/// Decides an intent that needs review: succeeded (with an optional reference) or failed (with
+/// a reason). Its pending work is removed. Run it in a transaction.
 ///
 /// # Errors
-/// [`OpsError::Refused`] unless the intent is `needs_review` or `unknown`.
+/// [`OpsError::Refused`] unless the operator table allows it (only from `needs_review`).
 pub async fn resolve(
     tx: &mut PgConnection,
     id: i64,
     resolution: &Resolution,
     actor: &str,
 ) -> Result<Intent, OpsError> {
-    let i = lock(tx, id).await?;
-    if !matches!(i.status, Status::NeedsReview | Status::Unknown) {
-        return Err(OpsError::Refused(format!(
-            "intent {} is {}: only needs_review (or unknown) intents can be resolved",
-            i.idempotency_key, i.status
-        )));
-    }
     let (status, reference, error, detail) = match resolution {
         Resolution::Succeeded { reference } => (
             Status::Succeeded,
@@ -267,6 +309,7 @@ pub async fn resolve(
             format!("resolved as failed by {actor}: {reason}"),
         ),
     };
+    let i = lock_for(tx, id, status).await?;
     sqlx::query(sql::OPS_RESOLVE)
         .bind(id)
         .bind(status)
@@ -285,11 +328,11 @@ pub async fn resolve(
 /// # Errors
 /// [`OpsError::Refused`] saying why not.
 pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Intent, OpsError> {
-    let i = lock(tx, id).await?;
-    if i.status != Status::Pending || i.attempt_count > 0 {
+    let i = lock_for(tx, id, Status::Cancelled).await?;
+    if i.attempt_count > 0 {
         return Err(OpsError::Refused(format!(
-            "intent {} is {} after {} attempt(s): it may already have been dispatched, so it cannot be cancelled",
-            i.idempotency_key, i.status, i.attempt_count
+            "intent {} is pending after {} attempt(s): it may already have been dispatched, so it cannot be cancelled",
+            i.idempotency_key, i.attempt_count
         )));
     }
     let leased: Option<(Option<String>, Option<DateTime<Utc>>)> =

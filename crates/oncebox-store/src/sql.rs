@@ -57,6 +57,8 @@ statements! {
     OPS_HISTORY = "ops_history.sql";
     /// Ops: retry (back to pending, same key).
     OPS_RETRY = "ops_retry.sql";
+    /// Ops: can a retry re-send what was sent (redacted, originals held)?
+    OPS_RETRY_CHECK = "ops_retry_check.sql";
     /// Ops: resolve (succeeded or failed by a person).
     OPS_RESOLVE = "ops_resolve.sql";
     /// Ops: may this intent still be cancelled?
@@ -77,6 +79,12 @@ statements! {
     TOKEN_AUTHENTICATE = "token_authenticate.sql";
     /// Readiness: the database answers.
     PING = "ping.sql";
-    /// Readiness: migrations applied.
+    /// Readiness: migrations applied, by oncebox's own history.
     MIGRATIONS_APPLIED = "migrations_applied.sql";
+    /// Migrate: oncebox's own history table (two statements, simple protocol).
+    MIGRATIONS_HISTORY = "migrations_history.sql";
+    /// Migrate: is there a shared `_sqlx_migrations` outside the oncebox schema?
+    MIGRATIONS_LEGACY = "migrations_legacy.sql";
+    /// Migrate: move oncebox's rows out of the shared history.
+    MIGRATIONS_ADOPT = "migrations_adopt.sql";
 }

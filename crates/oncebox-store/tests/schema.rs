@@ -102,19 +102,21 @@ async fn enum_types_have_exactly_the_rust_names(pool: PgPool) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn the_sql_sets_are_the_rust_sets(pool: PgPool) {
     for status in Status::ALL {
-        let (terminal, settled, dead): (bool, bool, bool) = sqlx::query_as(
-            "SELECT oncebox.is_terminal($1), oncebox.is_settled($1), oncebox.is_dead_letter($1)",
+        let sets: (bool, bool, bool, bool) = sqlx::query_as(
+            "SELECT oncebox.is_terminal($1), oncebox.is_settled($1), oncebox.is_dead_letter($1), \
+                    oncebox.is_retryable($1)",
         )
         .bind(status)
         .fetch_one(&pool)
         .await
         .expect("sets");
         assert_eq!(
-            (terminal, settled, dead),
+            sets,
             (
                 status.is_terminal(),
                 status.is_settled(),
-                status.is_dead_letter()
+                status.is_dead_letter(),
+                status.is_retryable()
             ),
             "{status}"
         );
@@ -133,11 +135,21 @@ async fn migrations_apply_once_and_rerun_cleanly(pool: PgPool) {
     oncebox_store::migrate(&pool)
         .await
         .expect("second run is a no-op");
-    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(&pool)
-        .await
-        .expect("count");
+    let applied: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox._sqlx_migrations WHERE success")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
     assert_eq!(applied as usize, oncebox_store::MIGRATOR.iter().count());
+    let shared: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('public._sqlx_migrations')::text")
+            .fetch_one(&pool)
+            .await
+            .expect("regclass");
+    assert_eq!(
+        shared, None,
+        "oncebox writes nothing into the shared history"
+    );
 }
 
 async fn fill(pool: &PgPool, n: usize) {

@@ -13,8 +13,11 @@ use oncebox_store::{Completion, Lease, Next, Phase, Report};
 pub struct Attempted {
     /// The intent and the claimed epoch.
     pub lease: Lease,
-    /// This attempt's number (from 1).
+    /// This attempt's number (from 1; numbers only grow for the life of the intent).
     pub attempt: i32,
+    /// The attempt count when an operator last retried the intent (0 until then): the retry
+    /// policy's budget counts only the attempts after it.
+    pub budget_from: i32,
     /// The intent's deadline.
     pub deadline: Option<SystemTime>,
     /// How long the attempt took.
@@ -38,7 +41,8 @@ pub fn decide(
     now: SystemTime,
     jitter: &mut impl Jitter,
 ) -> Completion {
-    let made = u32::try_from(a.attempt).unwrap_or(u32::MAX);
+    // Attempts made within the current budget (all of them, until an operator retries).
+    let made = u32::try_from(a.attempt - a.budget_from).unwrap_or(u32::MAX);
     let mut retry =
         |retry_after| match policy.next_attempt(made, now, retry_after, a.deadline, &mut *jitter) {
             RetryDecision::RetryAt(t) => Ok(t.duration_since(now).unwrap_or_default()),
@@ -47,7 +51,12 @@ pub fn decide(
     let (status, next, detail) = match outcome {
         DeliveryOutcome::Succeeded { .. } => (Status::Succeeded, Next::Done, None),
         DeliveryOutcome::RetryBeforeExecution { retry_after, error } => {
-            not_executed(&error.detail, made, retry(*retry_after))
+            let made = if a.budget_from > 0 {
+                format!("{made} attempts made since the operator's retry")
+            } else {
+                format!("{made} attempts made")
+            };
+            not_executed(&error.detail, &made, retry(*retry_after))
         }
         DeliveryOutcome::Permanent { .. } => (Status::Failed, Next::Done, None),
         DeliveryOutcome::Unknown { error } => match mode {
@@ -96,7 +105,7 @@ pub fn decide(
 type Decided = (Status, Next, Option<String>);
 
 /// The request definitely did not execute: retry after `delay`, or give up.
-fn not_executed(detail: &str, made: u32, delay: Result<Duration, GiveUpReason>) -> Decided {
+fn not_executed(detail: &str, made: &str, delay: Result<Duration, GiveUpReason>) -> Decided {
     match delay {
         Ok(d) => (
             Status::Pending,
@@ -106,7 +115,7 @@ fn not_executed(detail: &str, made: u32, delay: Result<Duration, GiveUpReason>) 
         Err(GiveUpReason::AttemptsExhausted) => (
             Status::Failed,
             Next::Done,
-            Some(format!("{detail}; {made} attempts made, none left")),
+            Some(format!("{detail}; {made}, none left")),
         ),
         Err(GiveUpReason::DeadlineReached) => (
             Status::Expired,
@@ -173,6 +182,7 @@ mod tests {
                 epoch: 3,
             },
             attempt,
+            budget_from: 0,
             deadline,
             elapsed: Duration::from_millis(5),
         }
@@ -227,6 +237,30 @@ mod tests {
             IdempotencyMode::Key,
         );
         assert_eq!((c.status, c.next), (Status::Expired, Next::Done));
+    }
+
+    /// After an operator's retry at 3 attempts, attempt numbers go on (4, 5, 6) and the budget
+    /// of 3 counts from there: attempt 5 is retried, attempt 6 is the last.
+    #[test]
+    fn an_operator_retry_gives_a_fresh_budget_not_fresh_numbers() {
+        let busy = DeliveryOutcome::RetryBeforeExecution {
+            error: err(ErrorCode::HttpStatus),
+            retry_after: None,
+        };
+        let after_retry = |attempt| Attempted {
+            budget_from: 3,
+            ..attempted(attempt, None)
+        };
+        let c = go(&after_retry(5), &busy, IdempotencyMode::Key);
+        assert_eq!((c.status, c.attempt), (Status::Pending, 5));
+        let c = go(&after_retry(6), &busy, IdempotencyMode::Key);
+        assert_eq!((c.status, c.attempt), (Status::Failed, 6));
+        assert!(
+            c.report
+                .and_then(|r| r.detail)
+                .is_some_and(|d| d.contains("3 attempts made")),
+            "the budget's count, not the life's"
+        );
     }
 
     #[test]

@@ -200,6 +200,7 @@ async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
     let attempted = Attempted {
         lease: row.lease,
         attempt,
+        budget_from: row.budget_from,
         deadline: row.deadline.map(SystemTime::from),
         elapsed,
     };

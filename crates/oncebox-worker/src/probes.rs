@@ -1,6 +1,6 @@
 //! A worker's probe server on `--metrics-addr`: `/metrics` (Prometheus text), `/healthz` (the
 //! process and its loops: 503 when a loop has not turned for too long) and `/readyz` (the
-//! database answers), served on axum with the limits of [`oncebox_serve`] — a connection that
+//! database answers and its migrations are current), served on axum with the limits of [`oncebox_serve`] — a connection that
 //! idles or sends half a request is closed, and the number of connections is capped.
 
 use std::net::SocketAddr;
@@ -25,8 +25,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Probes {
     /// A loop that has not turned for this long is stuck, and `/healthz` answers 503.
     pub stuck_after: Duration,
-    /// `/readyz` answers 200 only when a new connection with these options answers `SELECT 1`
-    /// within 2 s. A connection of its own, not one of the pool's: a query abandoned at the
+    /// `/readyz` answers 200 only when a new connection with these options answers within 2 s
+    /// and every migration this binary knows has been applied. A connection of its own, not one of the pool's: a query abandoned at the
     /// timeout must not leave a pooled connection in an unknown state.
     pub database: Option<sqlx::postgres::PgConnectOptions>,
     /// Connection limits of the probe server.
@@ -97,8 +97,8 @@ async fn readyz(State(s): State<ProbeState>) -> Response {
         return text(StatusCode::OK, "ready\n".into());
     };
     match tokio::time::timeout(READY_TIMEOUT, ready(options)).await {
-        Ok(Ok(_)) => text(StatusCode::OK, "ready\n".into()),
-        Ok(Err(e)) => text(StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")),
+        Ok(Ok(())) => text(StatusCode::OK, "ready\n".into()),
+        Ok(Err(why)) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
         Err(_) => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "database: no answer within 2 s\n".into(),
@@ -106,13 +106,15 @@ async fn readyz(State(s): State<ProbeState>) -> Response {
     }
 }
 
-/// Opens a connection, pings the database and closes it.
-async fn ready(options: &sqlx::postgres::PgConnectOptions) -> Result<(), sqlx::Error> {
+/// Opens a connection, checks that the schema is current and closes it.
+async fn ready(options: &sqlx::postgres::PgConnectOptions) -> Result<(), String> {
     use sqlx::Connection as _;
-    let mut conn = sqlx::PgConnection::connect_with(options).await?;
-    oncebox_store::ping(&mut conn).await?;
+    let mut conn = sqlx::PgConnection::connect_with(options)
+        .await
+        .map_err(|e| format!("database: {e}"))?;
+    let ready = oncebox_store::ready(&mut conn).await;
     if let Err(e) = conn.close().await {
         tracing::debug!(error = %e, "closing the readiness connection failed");
     }
-    Ok(())
+    ready
 }

@@ -247,6 +247,7 @@ mod tests {
             fields: vec![p("/amount")],
             reference_pointer: Some(p("/id")),
             timeout: NonZeroDuration::from_secs(5),
+            headers: None,
         }
     }
     fn t0() -> SystemTime {

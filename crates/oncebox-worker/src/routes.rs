@@ -101,7 +101,10 @@ impl Routes {
                     limit: dest
                         .max_in_flight()
                         .map(|n| Arc::new(Semaphore::new(n.get()))),
-                    lookup: dest.lookup().map(HttpLookup::new),
+                    lookup: match dest {
+                        Destination::Http(h) => HttpLookup::for_destination(name, h)?,
+                        Destination::Amqp(_) => None,
+                    },
                     consistency_window: dest.consistency_window(),
                 }),
             );

@@ -60,7 +60,7 @@ pub(crate) enum Command {
     /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
     #[command(after_help = EXIT_CODES)]
     Serve(ServeArgs),
-    /// Operate on intents: list, show, retry, resolve, cancel, purge, stats.
+    /// Operate on intents and API tokens: list, show, retry, resolve, cancel, purge, stats, token.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
@@ -88,6 +88,10 @@ pub(crate) struct ReceiverArgs {
     /// Fraction (0 to 1) of answers dropped after executing, to exercise unknown outcomes.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) drop_rate: f64,
+    /// Answer the lookup (GET /effects?key=K) with 401 unless it carries
+    /// `Authorization: Bearer TOKEN`, like a lookup endpoint that needs a credential.
+    #[arg(long, env = "ONCEBOX_RECEIVER_LOOKUP_TOKEN", hide_env_values = true)]
+    pub(crate) lookup_token: Option<String>,
 }
 
 /// Where the database is.
@@ -108,8 +112,8 @@ pub(crate) struct SubmitArgs {
     /// The tenant that owns the intent.
     #[arg(long)]
     pub(crate) tenant: String,
-    /// The idempotency key: 1–255 printable ASCII characters, no spaces.
-    #[arg(long)]
+    /// The idempotency key: 1–255 printable ASCII characters, no spaces. Every command takes
+    /// the key the same way: as its first argument.
     pub(crate) key: String,
     /// A configured action name.
     #[arg(long)]
@@ -149,7 +153,7 @@ pub(crate) enum OpsCommand {
     Resolve(OpsResolveArgs),
     /// Cancel a pending intent that was never dispatched; otherwise say why not (exit 3).
     #[command(after_help = EXIT_CODES)]
-    Cancel(OpsTarget),
+    Cancel(OpsChangeArgs),
     /// Remove terminal intents completed longer ago than --older-than (default 30d, at least
     /// 1d), with their history. Non-terminal intents are never removed. A purged key can be
     /// used again: keep retention longer than any agent's retry window.
@@ -217,6 +221,39 @@ pub(crate) struct ServeArgs {
     /// requests beyond it wait for a free one.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) db_connections: u32,
+    #[command(flatten)]
+    pub(crate) http: HttpLimitArgs,
+}
+
+/// How long and how many connections an HTTP server of oncebox keeps (the API, a worker's
+/// probes): no client holds one for as long as it likes.
+#[derive(Debug, Args)]
+pub(crate) struct HttpLimitArgs {
+    /// A connection must send a whole request head within this long of opening or of its
+    /// previous answer, or it is closed: a half-sent request and an idle keep-alive connection
+    /// alike (e.g. "10s").
+    #[arg(long, default_value_t = default_header_timeout())]
+    pub(crate) http_header_timeout: NonZeroDuration,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    #[arg(long, default_value_t = oncebox_serve::Limits::default().max_connections,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) http_max_connections: usize,
+}
+
+fn default_header_timeout() -> NonZeroDuration {
+    NonZeroDuration::new(oncebox_serve::Limits::default().header_timeout)
+        .expect("the default header timeout is not zero")
+}
+
+impl HttpLimitArgs {
+    /// The server limits these flags set.
+    pub(crate) fn limits(&self) -> oncebox_serve::Limits {
+        oncebox_serve::Limits {
+            header_timeout: self.http_header_timeout.get(),
+            max_connections: self.http_max_connections,
+            ..oncebox_serve::Limits::default()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +287,13 @@ pub(crate) struct OpsTarget {
     /// The tenant, when the key is used by several.
     #[arg(long)]
     pub(crate) tenant: Option<String>,
+}
+
+/// The intent an operator changes, and who does it.
+#[derive(Debug, Args)]
+pub(crate) struct OpsChangeArgs {
+    #[command(flatten)]
+    pub(crate) target: OpsTarget,
     /// Who acts (recorded in the history); default $USER.
     #[arg(long, env = "USER", default_value = "ops")]
     pub(crate) actor: String,
@@ -258,7 +302,7 @@ pub(crate) struct OpsTarget {
 #[derive(Debug, Args)]
 pub(crate) struct OpsRetryArgs {
     #[command(flatten)]
-    pub(crate) target: OpsTarget,
+    pub(crate) change: OpsChangeArgs,
     /// Why (recorded in the history).
     #[arg(long, default_value = "operator retry")]
     pub(crate) reason: String,
@@ -268,12 +312,12 @@ pub(crate) struct OpsRetryArgs {
 #[command(group(clap::ArgGroup::new("decision").required(true).args(["succeeded", "failed"])))]
 pub(crate) struct OpsResolveArgs {
     #[command(flatten)]
-    pub(crate) target: OpsTarget,
+    pub(crate) change: OpsChangeArgs,
     /// The effect happened.
     #[arg(long)]
     pub(crate) succeeded: bool,
-    /// The receiver's reference for it (with --succeeded).
-    #[arg(long, requires = "succeeded")]
+    /// The receiver's reference for it (only with --succeeded).
+    #[arg(long, conflicts_with = "failed")]
     pub(crate) reference: Option<String>,
     /// The effect did not and will not happen (requires --reason).
     #[arg(long, requires = "reason")]
@@ -323,6 +367,9 @@ pub(crate) struct WorkerArgs {
     /// e.g. 127.0.0.1:9187.
     #[arg(long)]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    /// Limits of the probe server on --metrics-addr.
+    #[command(flatten)]
+    pub(crate) http: HttpLimitArgs,
     /// Lease length; must exceed every destination timeout by 2 s (e.g. "30s").
     #[arg(long, default_value_t = WorkerSettings::default().lease)]
     pub(crate) lease: NonZeroDuration,
@@ -365,12 +412,11 @@ pub(crate) struct HashArgs {
 pub(crate) struct ShowArgs {
     #[command(flatten)]
     pub(crate) db: DbArgs,
+    /// The idempotency key.
+    pub(crate) key: String,
     /// The tenant.
     #[arg(long)]
     pub(crate) tenant: String,
-    /// The idempotency key.
-    #[arg(long)]
-    pub(crate) key: String,
 }
 
 #[derive(Debug, Args)]

@@ -49,8 +49,10 @@ fn read_arguments(spec: &str) -> Result<Value, CliError> {
     } else {
         spec.to_owned()
     };
-    serde_json::from_str(&text)
-        .map_err(|e| CliError::usage("arguments", format!("arguments: not valid JSON: {e}")))
+    oncebox_core::json::parse(text.as_bytes()).map_err(|e| {
+        let field = format!("arguments{}", e.pointer().unwrap_or_default());
+        CliError::usage(field.clone(), format!("{field}: {e}"))
+    })
 }
 
 pub(crate) async fn migrate(args: DbArgs, json: bool) -> CliResult {

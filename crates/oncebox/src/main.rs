@@ -67,7 +67,7 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     oncebox_serve::serve(
         listener,
         oncebox_api::router(state),
-        oncebox_serve::Limits::default(),
+        args.http.limits(),
         commands::wait_for_signal(),
     )
     .await;
@@ -88,6 +88,7 @@ async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {
         honours_keys: args.honours_keys,
         drop_rate: args.drop_rate,
         seed: u64::from(std::process::id()),
+        lookup_token: args.lookup_token,
     };
     let rx = oncebox_receiver::Receiver::start_on(args.listen, config)
         .await

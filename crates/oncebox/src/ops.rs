@@ -11,8 +11,8 @@ use oncebox_store::{Intent, ops::AttemptRow};
 use serde_json::json;
 
 use crate::cli::{
-    OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand, TokenCreateArgs,
-    TokenRevokeArgs,
+    OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand,
+    TokenCreateArgs, TokenRevokeArgs,
 };
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
@@ -36,7 +36,7 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
         OpsCommand::List(a) => list(a, json_out).await,
         OpsCommand::Show(t) => show(t, json_out).await,
         OpsCommand::Retry(a) => {
-            change(&a.target, json_out, async |tx, id, actor| {
+            change(&a.change, json_out, async |tx, id, actor| {
                 ops::retry(tx, id, actor, &a.reason).await
             })
             .await
@@ -51,7 +51,7 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
                     reason: a.reason.clone().unwrap_or_default(),
                 }
             };
-            change(&a.target, json_out, async |tx, id, actor| {
+            change(&a.change, json_out, async |tx, id, actor| {
                 ops::resolve(tx, id, &resolution, actor).await
             })
             .await
@@ -242,14 +242,15 @@ async fn stats(a: OpsStatsArgs, json_out: bool) -> CliResult {
 /// Finds the target, applies `f` (the transaction, the intent's id, the actor) in one
 /// transaction, commits, prints the intent.
 async fn change(
-    t: &OpsTarget,
+    c: &OpsChangeArgs,
     json_out: bool,
     f: impl AsyncFnOnce(&mut sqlx::PgConnection, i64, &str) -> Result<Intent, OpsError>,
 ) -> CliResult {
+    let t = &c.target;
     let pool = connect(&t.db, 1).await?;
     let target = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
     let mut tx = pool.begin().await?;
-    let intent = f(&mut tx, target.id, &format!("ops:{}", t.actor)).await?;
+    let intent = f(&mut tx, target.id, &format!("ops:{}", c.actor)).await?;
     tx.commit().await?;
     output::intent(&intent, json_out);
     Ok(())

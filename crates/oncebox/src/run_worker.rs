@@ -53,7 +53,7 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         let probes = Probes {
             stuck_after: settings.lease() * 3 + settings.poll_interval(),
             database: Some((*pool.connect_options()).clone()),
-            limits: oncebox_serve::Limits::default(),
+            limits: args.http.limits(),
         };
         let bound = oncebox_worker::serve_probes(metrics.clone(), addr, probes, cancel.clone())
             .await

@@ -15,7 +15,7 @@ const GOOD: &str = r#"
 
 fn http(c: &Config, name: &str) -> HttpConfig {
     match &c.destinations[name] {
-        Destination::Http(h) => h.clone(),
+        Destination::Http(h) => (**h).clone(),
         other => panic!("{name} is not HTTP: {other:?}"),
     }
 }
@@ -229,7 +229,52 @@ mod example {
     fn deploy_example_parses() {
         let text = include_str!("../../../../deploy/oncebox.example.toml");
         let c = super::Config::from_toml(text).expect("deploy/oncebox.example.toml is valid");
-        assert_eq!(c.actions.len(), 2);
-        assert_eq!(c.destinations.len(), 2);
+        assert_eq!(c.actions.len(), 3);
+        assert_eq!(c.destinations.len(), 3);
+        let kinds: Vec<&str> = c
+            .destinations
+            .values()
+            .map(|d| match d {
+                super::Destination::Http(_) => "http",
+                super::Destination::Amqp(_) => "amqp",
+            })
+            .collect();
+        assert_eq!(kinds, ["http", "amqp", "http"], "every transport is shown");
     }
+}
+
+#[test]
+fn lookup_headers_are_the_destinations_unless_given_and_read_the_environment() {
+    let with = |lookup_extra: &str| {
+        GOOD.replace(
+            "idempotency = \"key\"",
+            &format!(
+                "idempotency = \"lookup\"\nheaders = {{ Authorization = \"Bearer ${{D}}\" }}\n\
+                 lookup = {{ url = \"http://x/find?key={{key}}\"{lookup_extra} }}"
+            ),
+        )
+    };
+    let env = |v: &str| (v == "D" || v == "L").then(|| format!("{v}-secret"));
+    let mut c = Config::from_toml(&with("")).expect("valid");
+    c.resolve_env(env).expect("resolved");
+    assert_eq!(http(&c, "billing").lookup.expect("lookup").headers, None);
+
+    let mut c =
+        Config::from_toml(&with(", headers = { Authorization = \"Bearer ${L}\" }")).expect("valid");
+    c.resolve_env(env).expect("resolved");
+    let own = http(&c, "billing")
+        .lookup
+        .expect("lookup")
+        .headers
+        .expect("own");
+    assert_eq!(
+        own.values().map(|v| v.expose()).collect::<Vec<_>>(),
+        ["Bearer L-secret"]
+    );
+    let mut c =
+        Config::from_toml(&with(", headers = { Authorization = \"${UNSET}\" }")).expect("valid");
+    assert_eq!(
+        c.resolve_env(env).expect_err("unset").field,
+        "destinations.billing.lookup.headers.Authorization"
+    );
 }

@@ -171,6 +171,7 @@ impl Demo {
                 honours_keys,
                 drop_rate: 0.10,
                 seed,
+                lookup_token: None,
             })
             .await
             .context("cannot start a reference receiver")
