@@ -229,6 +229,21 @@ async fn report(
     Ok(())
 }
 
+/// Runs `statement`, whose one parameter is the intent's id, records the operator's decision in
+/// the retry report, and returns the intent as it now is.
+async fn apply(
+    tx: &mut PgConnection,
+    i: &Intent,
+    statement: &'static str,
+    actor: &str,
+    kind: AttemptKind,
+    detail: &str,
+) -> Result<Intent, OpsError> {
+    sqlx::query(statement).bind(i.id).execute(&mut *tx).await?;
+    report(tx, i, actor, kind, detail).await?;
+    lock(tx, i.id).await
+}
+
 /// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: its deliver
 /// row is queued afresh. `failed` → `pending` is an operator override of the automatic
 /// transition table, recorded as such. The next attempt carries the next attempt number (they
@@ -264,19 +279,16 @@ pub async fn retry(
             ),
         }));
     }
-    sqlx::query(sql::OPS_RETRY)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    report(
+    let detail = format!("{} -> pending by {actor}: {why}", i.status);
+    apply(
         tx,
         &i,
+        sql::OPS_RETRY,
         actor,
         AttemptKind::OperatorRetry,
-        &format!("{} -> pending by {actor}: {why}", i.status),
+        &detail,
     )
-    .await?;
-    lock(tx, id).await
+    .await
 }
 
 /// Decides an intent that needs review: succeeded (with an optional reference) or failed (with
@@ -364,19 +376,16 @@ pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Inten
         }
         _ => {}
     }
-    sqlx::query(sql::OPS_CANCEL)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    report(
+    let detail = format!("cancelled by {actor} before dispatch");
+    apply(
         tx,
         &i,
+        sql::OPS_CANCEL,
         actor,
         AttemptKind::Cancelled,
-        &format!("cancelled by {actor} before dispatch"),
+        &detail,
     )
-    .await?;
-    lock(tx, id).await
+    .await
 }
 
 /// Removes terminal intents completed more than `older_than` ago, with their retry reports.
