@@ -1103,6 +1103,179 @@ async fn a_revoked_token_is_refused_once_the_cache_expires() {
     api.stop().await;
 }
 
+/// Tokens have lifetimes and labels: one created with `--expires-in` stops working at its
+/// expiry whatever the API's cache holds; `token list` shows label, expiry and last use (never
+/// the secret); `token revoke --label` revokes every live token of a label (a rotation), and
+/// `--id` one.
+#[tokio::test]
+async fn tokens_expire_and_are_listed_and_revoked_by_label_or_id() {
+    let api = Api::start("token_life").await;
+    let ops = |args: &[&str]| {
+        let out = run_ok(
+            Command::new(BIN)
+                .args(["ops", "token"])
+                .args(args)
+                .arg("--json")
+                .env("DATABASE_URL", &api.db_url),
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let created = ops(&[
+        "create",
+        "--tenant",
+        "tenant-a",
+        "--label",
+        "ci",
+        "--expires-in",
+        "3s",
+    ]);
+    let token = created["token"].as_str().expect("token").to_owned();
+    let born = std::time::Instant::now();
+    problem(&api.get(&token, "/v1/intents/none").await, 404, "key");
+    let listed = ops(&["list", "--tenant", "tenant-a"]);
+    let row = &listed[0];
+    assert_eq!((&row["id"], &row["label"]), (&created["id"], &json!("ci")));
+    assert!(
+        row["expires_at"].is_string() && row["last_used_at"].is_string(),
+        "{row}"
+    );
+    assert!(!listed.to_string().contains(&token), "never the secret");
+    loop {
+        if api.get(&token, "/v1/intents/none").await.0 == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            born.elapsed() < Duration::from_secs(5),
+            "a token that expires after 3 s is accepted {:?} after creation",
+            born.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        born.elapsed() >= Duration::from_secs(2),
+        "it worked until its expiry"
+    );
+
+    // A rotation: the old tokens share a label; one revoke ends them all.
+    let old: Vec<String> = (0..2)
+        .map(|_| {
+            ops(&["create", "--tenant", "tenant-a", "--label", "2026-11"])["token"]
+                .as_str()
+                .expect("token")
+                .to_owned()
+        })
+        .collect();
+    let keep = ops(&["create", "--tenant", "tenant-a", "--label", "2026-12"]);
+    assert_eq!(
+        ops(&["revoke", "--label", "2026-11"])["revoked"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        ops(&["revoke", "--id", &keep["id"].to_string()])["revoked"],
+        json!([keep["id"]])
+    );
+    for t in &old {
+        assert_eq!(
+            api.get(t, "/v1/intents/none").await.0,
+            StatusCode::UNAUTHORIZED,
+            "never cached"
+        );
+    }
+    assert_eq!(
+        ops(&["list", "--tenant", "tenant-a"]),
+        json!([]),
+        "no live token is left"
+    );
+    api.stop().await;
+}
+
+/// Request rates are limited per token and per tenant: a token that floods gets 429 with
+/// Retry-After (problem+json) once its burst is spent; another token of the same tenant is then
+/// held by the tenant's limit; another tenant's requests all pass.
+#[tokio::test]
+async fn a_flooding_token_is_limited_while_another_tenant_passes() {
+    let api = Api::start_with(
+        "rates",
+        &[
+            "--token-rate",
+            "1",
+            "--token-burst",
+            "10",
+            "--tenant-rate",
+            "1",
+            "--tenant-burst",
+            "15",
+        ],
+    )
+    .await;
+    let (a1, a2, b) = (
+        api.token("tenant-a"),
+        api.token("tenant-a"),
+        api.token("tenant-b"),
+    );
+    let statuses = |token: String, n: usize| {
+        let api = &api;
+        async move {
+            let mut out = Vec::new();
+            for _ in 0..n {
+                let r = api
+                    .client
+                    .get(format!("{}/v1/intents/none", api.base))
+                    .bearer(&token)
+                    .send()
+                    .await
+                    .expect("GET");
+                let retry_after = r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                out.push((answer(r).await, retry_after));
+            }
+            out
+        }
+    };
+    let flood = statuses(a1, 30).await;
+    let refused: Vec<_> = flood
+        .iter()
+        .filter(|(a, _)| a.0 == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert!(refused.len() >= 15, "{} of 30 refused", refused.len());
+    for (a, retry_after) in &refused {
+        problem(a, 429, "authorization");
+        assert!(
+            a.1["detail"].as_str().is_some_and(|d| d.contains("token")),
+            "{:?}",
+            a.1
+        );
+        assert!(
+            retry_after.is_some_and(|s| s >= 1),
+            "Retry-After: {retry_after:?}"
+        );
+    }
+    // The tenant's bucket (15) lost what the first token was allowed (about 10).
+    let same_tenant = statuses(a2, 12).await;
+    let by_tenant = same_tenant
+        .iter()
+        .filter(|(a, _)| a.1["detail"].as_str().is_some_and(|d| d.contains("tenant")))
+        .count();
+    assert!(
+        by_tenant >= 3,
+        "{by_tenant} of 12 refused by the tenant's limit"
+    );
+    for (a, _) in statuses(b, 10).await {
+        assert_eq!(
+            a.0,
+            StatusCode::NOT_FOUND,
+            "another tenant passes: {:?}",
+            a.1
+        );
+    }
+    api.stop().await;
+}
+
 /// No client holds a connection for as long as it likes: silent, half-sent and idle keep-alive
 /// connections are closed after `--http-header-timeout`, at most `--http-max-connections` are
 /// served at once, and `/healthz` keeps answering meanwhile.

@@ -44,11 +44,25 @@ impl TestDb {
         self.run_stdin(args, None)
     }
 
+    /// Runs oncebox with `env` set (and no redaction keys unless `env` names them).
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .env_remove("ONCEBOX_CONFIG")
+            .env_remove("ONCEBOX_REDACTION_KEYS")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("oncebox output")
+    }
+
     fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut child = Command::new(BIN)
             .args(args)
             .env("DATABASE_URL", &self.url)
             .env_remove("ONCEBOX_CONFIG")
+            .env_remove("ONCEBOX_REDACTION_KEYS")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -702,4 +716,98 @@ async fn the_reference_receiver_runs_as_a_server_and_counts_effects_per_key() {
     let out = server.wait_with_output().expect("exit");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 effects"));
+}
+
+/// `hash` redaction is keyed: without `ONCEBOX_REDACTION_KEYS` every command that would hash
+/// refuses to start (exit 2, naming the variable) and writes nothing; with it, the journal holds
+/// `hmac-sha256:<key id>:…`, never the value, and `oncebox hash` agrees with `submit`.
+#[tokio::test]
+async fn hash_redaction_needs_a_key_and_never_keeps_the_value() {
+    let db = TestDb::new("keyed").await;
+    let config = db.write(
+        "oncebox.toml",
+        &CONFIG.replace(
+            r#"redact = [{ pointer = "/card", mode = "drop" }]"#,
+            r#"redact = [{ pointer = "/card/number", mode = "hash" }]"#,
+        ),
+    );
+    let config = config.to_str().expect("utf-8 path");
+    assert_eq!(code(&db.run(&["migrate"])), 0);
+    let args = r#"{"card": {"number": "4111111111111111"}, "amount": "5.00"}"#;
+    let submit = [
+        "submit",
+        "pay-1",
+        "--json",
+        "--config",
+        config,
+        "--tenant",
+        "t1",
+        "--action",
+        "charge_card",
+        "--arguments",
+        args,
+    ];
+    let hash = [
+        "hash",
+        "--json",
+        "--config",
+        config,
+        "--action",
+        "charge_card",
+        "--arguments",
+        args,
+    ];
+    let listen = free_addr();
+    let serve = ["serve", "--json", "--config", config, "--listen", &listen];
+    let secret = "an operator secret of 32 bytes or more";
+    for (env, says) in [
+        (vec![], "ONCEBOX_REDACTION_KEYS"),
+        (vec![("ONCEBOX_REDACTION_KEYS", "k1:short")], "at least 32"),
+    ] {
+        for cmd in [&submit[..], &hash, &serve] {
+            let o = db.run_env(cmd, &env);
+            assert_eq!(
+                code(&o),
+                2,
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let e = stderr_json(&o);
+            assert_eq!(e["field"], "ONCEBOX_REDACTION_KEYS", "{e}");
+            assert!(
+                e["message"].as_str().is_some_and(|m| m.contains(says)),
+                "{e}"
+            );
+        }
+    }
+    assert_eq!(db.count("SELECT count(*) FROM oncebox.intents").await, 0);
+
+    let keys = format!("k1:{secret}");
+    let env = [("ONCEBOX_REDACTION_KEYS", keys.as_str())];
+    let o = db.run_env(&submit, &env);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let submitted = stdout_json(&o);
+    let number = submitted["intent"]["payload"]["card"]["number"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(number.starts_with("hmac-sha256:k1:"), "{submitted}");
+    let h = db.run_env(&hash, &env);
+    assert_eq!(code(&h), 0);
+    assert_eq!(
+        stdout_json(&h)["request_hash"],
+        submitted["intent"]["request_hash"]
+    );
+    let journal: String = {
+        let mut c = PgConnection::connect(&db.url).await.expect("connect");
+        sqlx::query_scalar("SELECT payload::text FROM oncebox.intents")
+            .fetch_one(&mut c)
+            .await
+            .expect("journal")
+    };
+    assert!(
+        !journal.contains("4111111111111111") && !journal.contains(secret),
+        "{journal}"
+    );
+    db.drop_db().await;
 }

@@ -324,7 +324,17 @@ fn systemd_units_verify_and_outlast_the_worker_grace() {
 /// `BILLING_TOKEN`.
 fn assert_environment_suffices(config: &str, env: &BTreeMap<String, String>, whence: &str) {
     use oncebox_core::config::{Config, Destination};
+    use oncebox_core::redact::{RedactionKeys, needs_key};
     let mut config = Config::from_toml(config).unwrap_or_else(|e| panic!("{whence}: {e}"));
+    if config.actions.values().any(|a| needs_key(&a.redact)) {
+        let keys = env.get(RedactionKeys::ENV).unwrap_or_else(|| {
+            panic!(
+                "{whence}: a rule hashes, and {} is not set",
+                RedactionKeys::ENV
+            )
+        });
+        RedactionKeys::parse(keys).unwrap_or_else(|e| panic!("{whence}: {e}"));
+    }
     config
         .resolve_env(|name| env.get(name).cloned())
         .unwrap_or_else(|e| panic!("{whence}: {e}"));
@@ -370,5 +380,17 @@ fn the_example_environments_set_every_variable_their_configs_read() {
             .expect("oncebox.toml"),
         &k8s,
         "k8s: configmap.yaml with secret.example.yaml",
+    );
+    let compose = &yaml_docs(&deploy.join("compose.yaml"))[0];
+    let env: BTreeMap<String, String> = compose["x-oncebox"]["environment"]
+        .as_object()
+        .expect("x-oncebox environment")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    assert_environment_suffices(
+        &read("compose/oncebox.toml"),
+        &env,
+        "compose: compose/oncebox.toml with compose.yaml",
     );
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
+use oncebox_core::redact::RedactionKeys;
 use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use serde_json::Value;
@@ -33,7 +34,12 @@ impl Env {
         let pool = db.pool(8).await;
         let path = std::env::temp_dir().join(format!("{}.toml", db.name()));
         std::fs::write(&path, config).expect("config file");
-        let intake = Intake::new(&Config::from_toml(config).expect("valid config"));
+        let keys = RedactionKeys::parse("test:a secret of thirty-two bytes or more").expect("key");
+        let intake = Intake::new(
+            &Config::from_toml(config).expect("valid config"),
+            Some(keys),
+        )
+        .expect("keys given");
         Env {
             url: db.url().to_owned(),
             db,

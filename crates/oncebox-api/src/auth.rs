@@ -9,10 +9,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, header};
+use chrono::{DateTime, Utc};
 use oncebox_store::tokens::{Caller, Role, authenticate, digest};
 use tokio::time::Instant;
 
 use crate::AppState;
+use crate::limits::Refused;
 use crate::problem::Problem;
 
 /// How long a token, once found valid, is trusted without asking the database again: a revoked
@@ -31,11 +33,14 @@ impl TokenCache {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The caller of a token checked less than [`TOKEN_CACHE_TTL`] ago.
-    fn get(&self, key: &[u8; 32], now: Instant) -> Option<Caller> {
+    /// The caller of a token checked less than [`TOKEN_CACHE_TTL`] ago that has not expired
+    /// since (by the wall clock `wall`).
+    fn get(&self, key: &[u8; 32], now: Instant, wall: DateTime<Utc>) -> Option<Caller> {
         self.map()
             .get(key)
-            .filter(|(_, at)| now - *at < TOKEN_CACHE_TTL)
+            .filter(|(who, at)| {
+                now - *at < TOKEN_CACHE_TTL && who.expires_at.is_none_or(|e| e > wall)
+            })
             .map(|(who, _)| who.clone())
     }
 
@@ -60,8 +65,30 @@ impl TokenCache {
     }
 }
 
-/// The caller of this request, from its `Authorization: Bearer` token.
+/// The caller of this request, from its `Authorization: Bearer` token, within its rate limits
+/// (429 beyond them).
 pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem> {
+    let who = authenticated(state, headers).await?;
+    state
+        .limiter
+        .check(who.id, &who.tenant_id, Instant::now())
+        .map_err(|refused| {
+            let (detail, wait) = match refused {
+                Refused::Token(wait) => ("this token is over its request rate", wait),
+                Refused::Tenant(wait) => ("this tenant is over its request rate", wait),
+            };
+            Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("{detail}; retry later"),
+            )
+            .field("authorization")
+            .retry_after(wait)
+        })?;
+    Ok(who)
+}
+
+/// The caller a request's token belongs to (cached for [`TOKEN_CACHE_TTL`]).
+async fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<Caller, Problem> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -72,15 +99,18 @@ pub(crate) async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Call
         .trim();
     let key = digest(token);
     let now = Instant::now();
-    if let Some(who) = state.tokens.get(&key, now) {
+    if let Some(who) = state.tokens.get(&key, now, Utc::now()) {
         return Ok(who);
     }
     let who = authenticate(&state.pool, token)
         .await
         .map_err(Problem::internal)?
         .ok_or_else(|| {
-            Problem::new(StatusCode::UNAUTHORIZED, "unknown or revoked token")
-                .field("authorization")
+            Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "unknown, revoked or expired token",
+            )
+            .field("authorization")
         })?;
     state.tokens.insert(key, who.clone(), now);
     Ok(who)
@@ -104,8 +134,10 @@ mod tests {
 
     fn who(tenant: &str) -> Caller {
         Caller {
+            id: 1,
             tenant_id: tenant.into(),
             role: Role::Agent,
+            expires_at: None,
         }
     }
 
@@ -120,18 +152,33 @@ mod tests {
         assert_eq!(cache.len(), TOKEN_CACHE_CAPACITY, "full, never beyond");
         let late = t0 + Duration::from_secs(1);
         assert!(
-            cache.get(&digest("obx_0"), late).is_none(),
+            cache.get(&digest("obx_0"), late, Utc::now()).is_none(),
             "the oldest made room"
         );
         let last = format!("obx_{}", TOKEN_CACHE_CAPACITY + 49);
-        assert_eq!(cache.get(&digest(&last), late), Some(who("t")));
+        assert_eq!(cache.get(&digest(&last), late, Utc::now()), Some(who("t")));
         assert!(
-            cache.get(&digest(&last), late + TOKEN_CACHE_TTL).is_none(),
+            cache
+                .get(&digest(&last), late + TOKEN_CACHE_TTL, Utc::now())
+                .is_none(),
             "expired after the TTL"
         );
         assert!(
             cache.map().keys().all(|k| k.len() == 32),
             "keys are digests, not tokens"
         );
+        // A token that expires is not trusted past its expiry, however fresh the entry.
+        let expiring = Caller {
+            expires_at: Some(Utc::now() + chrono::TimeDelta::seconds(1)),
+            ..who("t")
+        };
+        cache.insert(digest("obx_expiring"), expiring, late);
+        assert!(
+            cache
+                .get(&digest("obx_expiring"), late, Utc::now())
+                .is_some()
+        );
+        let after = Utc::now() + chrono::TimeDelta::seconds(2);
+        assert!(cache.get(&digest("obx_expiring"), late, after).is_none());
     }
 }

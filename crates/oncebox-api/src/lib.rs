@@ -4,12 +4,14 @@
 //! bearer token; every query is scoped to the token's tenant. Errors are
 //! `application/problem+json` (RFC 9457) naming the field.
 //!
-//! One room per concern: [`auth`] (tokens and their cache), `intents` (the agent's endpoints),
-//! `ops` (the operator's), `health`, [`metrics`], [`problem`] and [`openapi`].
+//! One room per concern: [`auth`] (tokens and their cache), [`limits`] (request rates per
+//! token and tenant), `intents` (the agent's endpoints), `ops` (the operator's), `health`,
+//! [`metrics`], [`problem`] and [`openapi`].
 
 pub mod auth;
 mod health;
 mod intents;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 mod ops;
@@ -42,6 +44,7 @@ pub struct AppState {
     requests: metrics::RequestCounts,
     openapi: Arc<str>,
     tokens: auth::TokenCache,
+    limiter: limits::Limiter,
 }
 
 impl AppState {
@@ -64,7 +67,14 @@ impl AppState {
             requests: metrics::RequestCounts::default(),
             openapi,
             tokens: auth::TokenCache::default(),
+            limiter: limits::Limiter::new(limits::RateLimits::default()),
         })
+    }
+
+    /// Limits request rates per token and per tenant with `limits` instead of the defaults.
+    pub fn with_rate_limits(mut self, limits: limits::RateLimits) -> AppState {
+        self.limiter = limits::Limiter::new(limits);
+        self
     }
 }
 

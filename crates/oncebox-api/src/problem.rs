@@ -10,6 +10,7 @@ pub struct Problem {
     status: StatusCode,
     detail: String,
     field: Option<String>,
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Problem {
@@ -19,7 +20,14 @@ impl Problem {
             status,
             detail: detail.into(),
             field: None,
+            retry_after: None,
         }
+    }
+
+    /// Says when to try again (`Retry-After`, in whole seconds, at least 1).
+    pub fn retry_after(mut self, wait: std::time::Duration) -> Problem {
+        self.retry_after = Some(wait);
+        self
     }
 
     /// Names the field at fault.
@@ -47,12 +55,19 @@ impl IntoResponse for Problem {
             "detail": self.detail,
             "field": self.field,
         });
-        (
+        let mut response = (
             self.status,
             [(header::CONTENT_TYPE, "application/problem+json")],
             body.to_string(),
         )
-            .into_response()
+            .into_response();
+        if let Some(wait) = self.retry_after {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, secs.max(1).into());
+        }
+        response
     }
 }
 

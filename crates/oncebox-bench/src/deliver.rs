@@ -137,7 +137,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
         eprintln!("backlog: {} intents delivered in {drain:.2} s", a.intents);
     }
     // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
-    let intake = Intake::new(&config);
+    let intake = Intake::new(&config, None).context("the benchmark's actions hash nothing")?;
     let paced = paced_latency(&pool, &intake, &receiver, rate / 2.0, a.seconds).await?;
     worker.stop().await?;
     // 3. The raw baseline: baseline/cycle.sql by pgbench over a filled backlog.

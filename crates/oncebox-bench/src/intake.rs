@@ -40,7 +40,8 @@ pub(crate) enum Load {
 async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyhow::Result<()> {
     let pool = scratch.pool(a.clients + 1).await?;
     sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
-    let intake = Intake::from_actions([("create_invoice".to_owned(), vec![])]);
+    let intake = Intake::from_actions([("create_invoice".to_owned(), vec![])], None)
+        .context("the benchmark's action hashes nothing")?;
     let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
     let pgbench_script = scripts.get("intake.sql").filter(|_| pgbench_available());
     let secs = Duration::from_secs(a.seconds);

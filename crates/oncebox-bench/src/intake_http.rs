@@ -26,16 +26,28 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
     // plus the LISTEN connection for long-polls.
     let pool = scratch.pool(a.clients + 2).await?;
     sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
-    let token = oncebox_store::tokens::create_token(
+    let (_, token) = oncebox_store::tokens::create_token(
         &pool,
         "tenant-42",
         oncebox_store::tokens::Role::Agent,
         Some("bench"),
+        None,
     )
     .await?;
-    let intake = oncebox_store::Intake::from_actions([("create_invoice".to_owned(), vec![])]);
-    let state =
-        oncebox_api::AppState::new(pool.clone(), intake, oncebox_api::DEFAULT_BODY_LIMIT).await?;
+    let intake = oncebox_store::Intake::from_actions([("create_invoice".to_owned(), vec![])], None)
+        .context("the benchmark's action hashes nothing")?;
+    // Rate limits checked on every request, as in production, but set far above what one
+    // token posts here: the figure includes the limiter's cost, never its refusals.
+    let far = oncebox_api::limits::Rate {
+        per_second: 1e9,
+        burst: 1e9,
+    };
+    let state = oncebox_api::AppState::new(pool.clone(), intake, oncebox_api::DEFAULT_BODY_LIMIT)
+        .await?
+        .with_rate_limits(oncebox_api::limits::RateLimits {
+            per_token: far,
+            per_tenant: far,
+        });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot bind a loopback port")?;

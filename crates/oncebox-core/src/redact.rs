@@ -1,14 +1,166 @@
-//! Redaction: fields that must not be kept are dropped or replaced by their hash before the
-//! intent is written to the journal, logs or dead-letter messages (docs/architecture.md, "Guarantees").
+//! Redaction: fields that must not be kept are dropped or replaced by a keyed hash before the
+//! intent is written to the journal, logs or dead-letter messages (docs/architecture.md,
+//! "Guarantees"; docs/security.md).
 //!
 //! Rules are JSON pointers (RFC 6901) into the intent's `arguments`, configured per action.
 //! A pointer that matches nothing is not an error: optional fields are common.
+//!
+//! # Keyed hashes
+//! A plain SHA-256 of a card or phone number is recovered by trying every number. A hashed field
+//! is therefore `"hmac-sha256:<key id>:" + hex(HMAC-SHA-256(secret, JCS(value)))`, with a secret
+//! from the environment ([`RedactionKeys::ENV`]). The key id travels with the value so that keys
+//! can rotate: the first key of the list hashes new intents, and the others still recognise a
+//! replay of an intent recorded under them (see [`key_used`]). Values of the unkeyed
+//! `"sha256:<hex>"` form, written before keys existed, are recognised the same way.
 
+use std::fmt;
+
+use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::hash::canonical_json;
+
+/// The shortest secret accepted: 32 bytes, the size of the hash.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// One secret of keyed redaction, with the id stored beside every value it hashed. Its
+/// `Debug` shows the id only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedactionKey {
+    id: String,
+    secret: Vec<u8>,
+}
+
+impl fmt::Debug for RedactionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedactionKey")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+impl RedactionKey {
+    /// A key with id `id` (1–32 of `A-Z a-z 0-9 . _ -`) and a secret of at least
+    /// [`MIN_SECRET_BYTES`] bytes.
+    ///
+    /// # Errors
+    /// Says which part is wrong (never echoing the secret).
+    pub fn new(id: &str, secret: impl Into<Vec<u8>>) -> Result<RedactionKey, String> {
+        let secret = secret.into();
+        if id.is_empty()
+            || id.len() > 32
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(format!(
+                "key id {id:?} must be 1–32 characters of A-Z a-z 0-9 . _ -"
+            ));
+        }
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(format!(
+                "the secret of key {id:?} has {} bytes; at least {MIN_SECRET_BYTES} are needed",
+                secret.len()
+            ));
+        }
+        Ok(RedactionKey {
+            id: id.to_owned(),
+            secret,
+        })
+    }
+
+    /// The key's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The keys of `hash` redaction: the first hashes new values; the others (older keys, kept
+/// while intents recorded under them may still be replayed) only recognise them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedactionKeys {
+    keys: Vec<RedactionKey>,
+}
+
+impl RedactionKeys {
+    /// The environment variable that holds the keys: `id:secret`, several separated by commas,
+    /// the current one first (`2026-12:…,2026-06:…`).
+    pub const ENV: &'static str = "ONCEBOX_REDACTION_KEYS";
+
+    /// Keys from `current` and the `older` ones still recognised.
+    pub fn new(current: RedactionKey, older: impl IntoIterator<Item = RedactionKey>) -> Self {
+        RedactionKeys {
+            keys: std::iter::once(current).chain(older).collect(),
+        }
+    }
+
+    /// Parses the [`Self::ENV`] format.
+    ///
+    /// # Errors
+    /// Says what is wrong with which entry, never echoing a secret.
+    pub fn parse(text: &str) -> Result<RedactionKeys, String> {
+        let mut keys = Vec::new();
+        for (n, entry) in text.split(',').map(str::trim).enumerate() {
+            let (id, secret) = entry
+                .split_once(':')
+                .ok_or_else(|| format!("entry {} is not id:secret", n + 1))?;
+            let key = RedactionKey::new(id.trim(), secret.as_bytes())?;
+            if keys.iter().any(|k: &RedactionKey| k.id == key.id) {
+                return Err(format!("key id {id:?} appears twice"));
+            }
+            keys.push(key);
+        }
+        Ok(RedactionKeys { keys })
+    }
+
+    /// The keys in [`Self::ENV`], if it is set.
+    ///
+    /// # Errors
+    /// As [`RedactionKeys::parse`], prefixed with the variable's name.
+    pub fn from_env() -> Result<Option<RedactionKeys>, String> {
+        match std::env::var(Self::ENV) {
+            Ok(text) => Self::parse(&text)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", Self::ENV)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(format!("{} is not valid UTF-8", Self::ENV))
+            }
+        }
+    }
+
+    /// The key that hashes new values.
+    pub fn current(&self) -> &RedactionKey {
+        &self.keys[0]
+    }
+
+    /// The key with id `id`, current or older.
+    pub fn get(&self, id: &str) -> Option<&RedactionKey> {
+        self.keys.iter().find(|k| k.id == id)
+    }
+}
+
+/// How a `hash` rule hashes.
+#[derive(Debug, Clone, Copy)]
+pub enum HashWith<'a> {
+    /// HMAC-SHA-256 with this key: `hmac-sha256:<id>:<hex>`.
+    Key(&'a RedactionKey),
+    /// The unkeyed `sha256:<hex>` of intents recorded before keys existed; only ever used to
+    /// recognise their replays, never for new intents.
+    LegacySha256,
+}
+
+/// The key a hashed value names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyUsed {
+    /// `hmac-sha256:<id>:…`.
+    Key(String),
+    /// `sha256:…` (before keys).
+    LegacySha256,
+}
 
 /// What to do with the value at a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -16,7 +168,7 @@ use crate::hash::canonical_json;
 pub enum RedactMode {
     /// Remove the member (or array element) entirely.
     Drop,
-    /// Replace it by `"sha256:" + hex(SHA-256(JCS(value)))`.
+    /// Replace it by its keyed hash, `"hmac-sha256:<key id>:" + hex(HMAC-SHA-256(JCS(value)))`.
     Hash,
 }
 
@@ -63,16 +215,50 @@ impl RedactRule {
     }
 }
 
-/// `"sha256:" + hex(SHA-256(JCS(value)))`, the replacement of a hashed field.
-pub fn hashed(value: &Value) -> String {
-    format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(canonical_json(value).as_bytes()))
-    )
+/// The replacement of a hashed field: `hmac-sha256:<key id>:<hex>` (or, for
+/// [`HashWith::LegacySha256`], `sha256:<hex>`), over the value's RFC 8785 form.
+pub fn hashed(value: &Value, with: HashWith<'_>) -> String {
+    let text = canonical_json(value);
+    match with {
+        HashWith::Key(key) => {
+            let mut mac = Hmac::<Sha256>::new_from_slice(&key.secret)
+                .expect("HMAC takes a key of any length");
+            mac.update(text.as_bytes());
+            format!(
+                "hmac-sha256:{}:{}",
+                key.id,
+                hex::encode(mac.finalize().into_bytes())
+            )
+        }
+        HashWith::LegacySha256 => format!("sha256:{}", hex::encode(Sha256::digest(text))),
+    }
 }
 
-/// Applies `rules` to `arguments` in order. Returns whether anything changed.
-pub fn apply(arguments: &mut Value, rules: &[RedactRule]) -> bool {
+/// The key that hashed the first hashed field of `payload` (a journal's redacted arguments)
+/// under `rules`; `None` when no hashed field is present.
+pub fn key_used(payload: &Value, rules: &[RedactRule]) -> Option<KeyUsed> {
+    rules
+        .iter()
+        .filter(|r| r.mode == RedactMode::Hash)
+        .find_map(|r| payload.pointer(&r.pointer)?.as_str())
+        .and_then(|v| {
+            if let Some(rest) = v.strip_prefix("hmac-sha256:") {
+                rest.split_once(':')
+                    .map(|(id, _)| KeyUsed::Key(id.to_owned()))
+            } else {
+                v.starts_with("sha256:").then_some(KeyUsed::LegacySha256)
+            }
+        })
+}
+
+/// Whether any of `rules` hashes (and so needs a key).
+pub fn needs_key(rules: &[RedactRule]) -> bool {
+    rules.iter().any(|r| r.mode == RedactMode::Hash)
+}
+
+/// Applies `rules` to `arguments` in order, hashing with `with` (which a rule set without
+/// `hash` rules never uses). Returns whether anything changed.
+pub fn apply(arguments: &mut Value, rules: &[RedactRule], with: HashWith<'_>) -> bool {
     let mut changed = false;
     for rule in rules {
         let Some((parent_ptr, last)) = rule.pointer.rsplit_once('/') else {
@@ -92,13 +278,13 @@ pub fn apply(arguments: &mut Value, rules: &[RedactRule]) -> bool {
             }
             (Value::Object(map), RedactMode::Hash) => {
                 if let Some(v) = map.get_mut(&last) {
-                    *v = Value::String(hashed(v));
+                    *v = Value::String(hashed(v, with));
                     changed = true;
                 }
             }
             (Value::Array(items), RedactMode::Hash) => {
                 if let Some(v) = index(&last, items.len()).and_then(|i| items.get_mut(i)) {
-                    *v = Value::String(hashed(v));
+                    *v = Value::String(hashed(v, with));
                     changed = true;
                 }
             }
@@ -119,6 +305,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn key() -> RedactionKey {
+        RedactionKey::new("k1", vec![b'k'; 32]).expect("key")
+    }
+
+    fn with_key(value: &Value) -> String {
+        hashed(value, HashWith::Key(&key()))
+    }
+
     fn rule(pointer: &str, mode: RedactMode) -> RedactRule {
         RedactRule {
             pointer: pointer.into(),
@@ -134,6 +328,7 @@ mod tests {
             "lines": [{"sku": "a"}, {"sku": "b"}],
             "a/b": 1
         });
+        let k = key();
         let changed = apply(
             &mut args,
             &[
@@ -144,19 +339,26 @@ mod tests {
                 rule("/a~1b", RedactMode::Drop),
                 rule("/missing/field", RedactMode::Drop),
             ],
+            HashWith::Key(&k),
         );
         assert!(changed);
         assert_eq!(
             args,
             json!({
-                "card": {"number": hashed(&json!("4111111111111111"))},
-                "email": hashed(&json!("ana@example.com")),
+                "card": {"number": with_key(&json!("4111111111111111"))},
+                "email": with_key(&json!("ana@example.com")),
                 "lines": [{"sku": "b"}]
             })
         );
-        // echo -n '"ana@example.com"' | sha256sum
+        // python3 -c 'import hmac,hashlib; print(hmac.new(b"k"*32, b"\"ana@example.com\"",
+        //   hashlib.sha256).hexdigest())'
         assert_eq!(
-            hashed(&json!("ana@example.com")),
+            with_key(&json!("ana@example.com")),
+            "hmac-sha256:k1:69b74ce9c2705e72cb4cf13fc82dcc4d9de28a5d8bd964cb69d17fe5e9ed302d"
+        );
+        // echo -n '"ana@example.com"' | sha256sum — the unkeyed form of older intents.
+        assert_eq!(
+            hashed(&json!("ana@example.com"), HashWith::LegacySha256),
             "sha256:696ade37972b858152639451ce273a75e1e9f2f5f791b9c6de816d59498d6210"
         );
     }
@@ -170,9 +372,40 @@ mod tests {
                 rule("/b", RedactMode::Drop),
                 rule("/list/01", RedactMode::Hash),
                 rule("/list/5", RedactMode::Drop)
-            ]
+            ],
+            HashWith::Key(&key())
         ));
         assert_eq!(args, json!({"a": 1, "list": [1]}));
+    }
+
+    #[test]
+    fn keys_parse_rotate_and_never_show_their_secret() {
+        let secret = "s".repeat(32);
+        let keys = RedactionKeys::parse(&format!("new:{secret}, old:{}", "o".repeat(40)))
+            .expect("two keys");
+        assert_eq!(keys.current().id(), "new");
+        assert!(keys.get("old").is_some() && keys.get("gone").is_none());
+        assert!(!format!("{keys:?}").contains(&secret), "{keys:?}");
+        for (bad, says) in [
+            ("nocolon", "id:secret"),
+            ("k:short", "at least 32"),
+            (&format!("a b:{secret}"), "key id"),
+            (&format!("k:{secret},k:{secret}"), "twice"),
+        ] {
+            let e = RedactionKeys::parse(bad).expect_err(bad);
+            assert!(e.contains(says) && !e.contains(&secret), "{bad}: {e}");
+        }
+        // Which key hashed a journal's payload: the replay of an older intent is recognised.
+        let rules = [rule("/card", RedactMode::Hash)];
+        let old = keys.get("old").expect("old");
+        let mut payload = json!({"card": "4111"});
+        apply(&mut payload, &rules, HashWith::Key(old));
+        assert_eq!(key_used(&payload, &rules), Some(KeyUsed::Key("old".into())));
+        let mut legacy = json!({"card": "4111"});
+        apply(&mut legacy, &rules, HashWith::LegacySha256);
+        assert_eq!(key_used(&legacy, &rules), Some(KeyUsed::LegacySha256));
+        assert_eq!(key_used(&json!({}), &rules), None);
+        assert_ne!(payload, legacy, "keyed and unkeyed hashes differ");
     }
 
     #[test]

@@ -1,2 +1,6 @@
--- Revokes the live token whose hex SHA-256 is $1; affects one row or none.
-UPDATE oncebox.api_tokens SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL
+-- Revokes the live tokens that match: by hex SHA-256 $1, by id $2 or by label $3 (exactly one
+-- of them is given). Returns the ids revoked.
+UPDATE oncebox.api_tokens SET revoked_at = now()
+WHERE revoked_at IS NULL
+  AND (token_hash = $1 OR id = $2 OR label = $3)
+RETURNING id

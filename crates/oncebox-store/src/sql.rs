@@ -75,6 +75,8 @@ statements! {
     TOKEN_CREATE = "token_create.sql";
     /// Tokens: revoke.
     TOKEN_REVOKE = "token_revoke.sql";
+    /// Tokens: list (never the secret).
+    TOKEN_LIST = "token_list.sql";
     /// Tokens: authenticate.
     TOKEN_AUTHENTICATE = "token_authenticate.sql";
     /// Readiness: the database answers.

@@ -3,12 +3,13 @@
 //! conflict.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::DurationRound;
 use chrono::{DateTime, Utc};
 use oncebox_core::config::Config;
 use oncebox_core::intent::InvalidIntent;
-use oncebox_core::redact::{self, RedactRule};
+use oncebox_core::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
 use oncebox_core::{NewIntent, Status, request_hash};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -33,32 +34,108 @@ struct Inserted {
     created_at: DateTime<Utc>,
 }
 
+/// An action redacts a field by `hash` and no redaction key was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "action {action:?} redacts {pointer} by hash, which needs a secret key: set {} to \
+     `id:secret` (at least {} bytes of secret; see docs/security.md)",
+    RedactionKeys::ENV,
+    redact::MIN_SECRET_BYTES
+)]
+pub struct MissingRedactionKey {
+    /// The action whose rule hashes.
+    pub action: String,
+    /// The rule's pointer.
+    pub pointer: String,
+}
+
 /// Accepts intents for the configured actions.
 ///
 /// Cheap to share: build one at start-up and call [`Intake::submit`] from every request.
 #[derive(Debug, Clone)]
 pub struct Intake {
     actions: BTreeMap<String, Vec<RedactRule>>,
+    keys: Option<Arc<RedactionKeys>>,
     notify: bool,
 }
 
 impl Intake {
-    /// An intake for the actions of `config`, with their redaction rules.
-    pub fn new(config: &Config) -> Self {
+    /// An intake for the actions of `config`, with their redaction rules, hashing with `keys`
+    /// (usually [`RedactionKeys::from_env`]).
+    ///
+    /// # Errors
+    /// [`MissingRedactionKey`] when a rule hashes and `keys` is `None`: refuse to start.
+    pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
         Self::from_actions(
             config
                 .actions
                 .iter()
                 .map(|(name, a)| (name.clone(), a.redact.clone())),
+            keys,
         )
     }
 
-    /// An intake for the given actions and redaction rules.
-    pub fn from_actions(actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>) -> Self {
-        Intake {
-            actions: actions.into_iter().collect(),
-            notify: true,
+    /// An intake for the given actions and redaction rules, hashing with `keys`.
+    ///
+    /// # Errors
+    /// As [`Intake::new`].
+    pub fn from_actions(
+        actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>,
+        keys: Option<RedactionKeys>,
+    ) -> Result<Self, MissingRedactionKey> {
+        let actions: BTreeMap<String, Vec<RedactRule>> = actions.into_iter().collect();
+        if keys.is_none() {
+            let hashing = actions.iter().find_map(|(action, rules)| {
+                rules
+                    .iter()
+                    .find(|r| r.mode == redact::RedactMode::Hash)
+                    .map(|r| (action, r))
+            });
+            if let Some((action, rule)) = hashing {
+                return Err(MissingRedactionKey {
+                    action: action.clone(),
+                    pointer: rule.pointer.clone(),
+                });
+            }
         }
+        Ok(Intake {
+            actions,
+            keys: keys.map(Arc::new),
+            notify: true,
+        })
+    }
+
+    /// How `rules` hash new intents: with the current key (there is one whenever a rule
+    /// hashes: the constructors check).
+    fn hash_with(&self) -> HashWith<'_> {
+        self.keys
+            .as_deref()
+            .map_or(HashWith::LegacySha256, |k| HashWith::Key(k.current()))
+    }
+
+    /// The request hash of `arguments` redacted the way the journal's `payload` was, when that
+    /// was with a key other than the current one (rotated since) or before keys: a replay of an
+    /// intent recorded then must still be recognised. `None` when there is nothing else to try.
+    fn hash_as_recorded(
+        &self,
+        action: &str,
+        arguments: &Value,
+        rules: &[RedactRule],
+        payload: &Value,
+    ) -> Option<String> {
+        let with = match redact::key_used(payload, rules)? {
+            KeyUsed::LegacySha256 => HashWith::LegacySha256,
+            KeyUsed::Key(id) => {
+                let keys = self.keys.as_deref()?;
+                if id == keys.current().id() {
+                    return None;
+                }
+                HashWith::Key(keys.get(&id)?)
+            }
+        };
+        let mut redacted = arguments.clone();
+        redact::apply(&mut redacted, rules, with);
+        Some(request_hash(action, &redacted))
     }
 
     /// The names of the actions this intake accepts, in order.
@@ -144,7 +221,7 @@ impl Intake {
             )
         })?;
         let mut payload = intent.arguments.clone();
-        let redacted = redact::apply(&mut payload, rules);
+        let redacted = redact::apply(&mut payload, rules, self.hash_with());
         let hash = request_hash(&intent.action, &payload);
         let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
         // Postgres keeps microseconds: truncate here so the stored deadline is the one returned.
@@ -205,7 +282,10 @@ impl Intake {
                 ))
             })?;
         tracing::Span::current().record("intent_id", existing.id);
-        if existing.request_hash != hash {
+        if existing.request_hash != hash
+            && self.hash_as_recorded(&intent.action, &intent.arguments, rules, &existing.payload)
+                != Some(existing.request_hash.clone())
+        {
             return Err(SubmitError::KeyConflict {
                 idempotency_key: intent.idempotency_key,
                 existing_id: existing.id,

@@ -1,7 +1,12 @@
-//! API bearer tokens: random, shown once, stored as SHA-256 hex, scoped to a tenant and a role.
+//! API bearer tokens: random, shown once, stored as SHA-256 hex, scoped to a tenant and a role,
+//! with an optional label and expiry; when each was last used is kept to within a minute.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::PgExecutor;
+use sqlx::{FromRow, PgExecutor};
 
 /// What a token may do (the enum type `oncebox.token_role`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, sqlx::Type)]
@@ -41,10 +46,46 @@ impl std::str::FromStr for Role {
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Caller {
+    /// The token's id (what rate limits and `oncebox ops token` name it by).
+    pub id: i64,
     /// The tenant every query is scoped to.
     pub tenant_id: String,
     /// What it may do.
     pub role: Role,
+    /// When the token stops working, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A token as `oncebox ops token list` shows it: never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, FromRow)]
+pub struct TokenInfo {
+    /// Its id.
+    pub id: i64,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its role.
+    pub role: Role,
+    /// Its label, if one was given.
+    pub label: Option<String>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it stops working, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was last used (to within a minute), if ever.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Which tokens to revoke.
+#[derive(Debug, Clone, Copy)]
+pub enum Revoke<'a> {
+    /// The one with this secret.
+    Token(&'a str),
+    /// The one with this id.
+    Id(i64),
+    /// Every live one with this label.
+    Label(&'a str),
 }
 
 /// The SHA-256 of a token, as stored (and as the API's cache keys it): a token is never kept.
@@ -56,7 +97,8 @@ fn digest_hex(token: &str) -> String {
     hex::encode(digest(token))
 }
 
-/// Creates a token for `tenant` with `role`; returns the token, which is never stored.
+/// Creates a token for `tenant` with `role`, an optional `label`, living for `lifetime` (or
+/// until revoked); returns its id and the token, which is never stored.
 ///
 /// # Errors
 /// The database's error, or the OS random source failing.
@@ -65,36 +107,61 @@ pub async fn create_token(
     tenant: &str,
     role: Role,
     label: Option<&str>,
-) -> Result<String, sqlx::Error> {
+    lifetime: Option<Duration>,
+) -> Result<(i64, String), sqlx::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| sqlx::Error::Protocol(format!("no randomness for a token: {e}")))?;
     let token = format!("obx_{}", hex::encode(bytes));
-    sqlx::query(crate::sql::TOKEN_CREATE)
+    let id = sqlx::query_scalar(crate::sql::TOKEN_CREATE)
         .bind(tenant)
         .bind(role)
         .bind(digest_hex(&token))
         .bind(label)
-        .execute(db)
+        .bind(lifetime.map(|d| d.as_secs_f64()))
+        .fetch_one(db)
         .await?;
-    Ok(token)
+    Ok((id, token))
 }
 
-/// Revokes `token`: from now on the database refuses it (an API process that checked it in
-/// the last few seconds may still accept it until its cache expires). Returns whether a token
-/// that was not yet revoked was found.
+/// Revokes the live tokens `which` names: from now on the database refuses them (an API
+/// process that checked one in the last few seconds may still accept it until its cache
+/// expires). Returns the ids revoked (none when nothing live matched).
 ///
 /// # Errors
 /// The database's error.
-pub async fn revoke_token(db: impl PgExecutor<'_>, token: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(crate::sql::TOKEN_REVOKE)
-        .bind(digest_hex(token))
-        .execute(db)
-        .await?;
-    Ok(done.rows_affected() == 1)
+pub async fn revoke(db: impl PgExecutor<'_>, which: Revoke<'_>) -> Result<Vec<i64>, sqlx::Error> {
+    let (hash, id, label) = match which {
+        Revoke::Token(t) => (Some(digest_hex(t)), None, None),
+        Revoke::Id(i) => (None, Some(i), None),
+        Revoke::Label(l) => (None, None, Some(l)),
+    };
+    sqlx::query_scalar(crate::sql::TOKEN_REVOKE)
+        .bind(hash)
+        .bind(id)
+        .bind(label)
+        .fetch_all(db)
+        .await
 }
 
-/// The caller a token belongs to; `None` for unknown or revoked tokens.
+/// The tokens of `tenant` (or all), newest first; with `all`, revoked and expired ones too.
+///
+/// # Errors
+/// The database's error.
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    tenant: Option<&str>,
+    all: bool,
+) -> Result<Vec<TokenInfo>, sqlx::Error> {
+    sqlx::query_as(crate::sql::TOKEN_LIST)
+        .bind(tenant)
+        .bind(all)
+        .fetch_all(db)
+        .await
+}
+
+/// The caller a token belongs to; `None` for unknown, revoked or expired tokens. Marks the
+/// token used (at most once a minute).
 ///
 /// # Errors
 /// The database's error.

@@ -32,7 +32,7 @@ fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
-    let intake = Intake::from_actions([("a".to_owned(), vec![])]);
+    let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");
     let mut tx = pool.begin().await.expect("begin");
     let id = intake
         .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))

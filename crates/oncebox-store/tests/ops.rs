@@ -9,7 +9,9 @@ use sqlx::PgPool;
 
 /// Submits intent `key` and puts it in `status` as a worker would have.
 async fn intent_in(pool: &PgPool, key: &str, status: Status) -> i64 {
-    let intake = Intake::from_actions([("a".to_owned(), vec![])]).with_notify(false);
+    let intake = Intake::from_actions([("a".to_owned(), vec![])], None)
+        .expect("no rule hashes")
+        .with_notify(false);
     let mut tx = pool.begin().await.expect("begin");
     let id = intake
         .submit(&mut tx, NewIntent::new("t", key, "a", json!({"n": 1})))

@@ -153,7 +153,9 @@ async fn migrations_apply_once_and_rerun_cleanly(pool: PgPool) {
 }
 
 async fn fill(pool: &PgPool, n: usize) {
-    let intake = Intake::from_actions([("a".to_owned(), vec![])]).with_notify(false);
+    let intake = Intake::from_actions([("a".to_owned(), vec![])], None)
+        .expect("no rule hashes")
+        .with_notify(false);
     let mut tx = pool.begin().await.expect("begin");
     for i in 0..n {
         intake

@@ -3,30 +3,43 @@
 use std::sync::Arc;
 
 use oncebox_core::NewIntent;
-use oncebox_core::redact::{RedactMode, RedactRule, hashed};
+use oncebox_core::redact::{HashWith, RedactMode, RedactRule, RedactionKey, RedactionKeys, hashed};
 use oncebox_store::{Intake, SubmitError, intent_by_key};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use tokio::sync::Barrier;
 
+fn key(id: &str) -> RedactionKey {
+    RedactionKey::new(id, format!("secret of {id} ").repeat(4)).expect("key")
+}
+
+fn card_rules() -> Vec<RedactRule> {
+    vec![
+        RedactRule {
+            pointer: "/card/number".into(),
+            mode: RedactMode::Hash,
+        },
+        RedactRule {
+            pointer: "/card/cvc".into(),
+            mode: RedactMode::Drop,
+        },
+    ]
+}
+
+fn intake_with(keys: Option<RedactionKeys>) -> Intake {
+    Intake::from_actions(
+        [
+            ("create_invoice".to_owned(), vec![]),
+            ("charge_card".to_owned(), card_rules()),
+        ],
+        keys,
+    )
+    .expect("keys given")
+}
+
 fn intake() -> Intake {
-    Intake::from_actions([
-        ("create_invoice".to_owned(), vec![]),
-        (
-            "charge_card".to_owned(),
-            vec![
-                RedactRule {
-                    pointer: "/card/number".into(),
-                    mode: RedactMode::Hash,
-                },
-                RedactRule {
-                    pointer: "/card/cvc".into(),
-                    mode: RedactMode::Drop,
-                },
-            ],
-        ),
-    ])
+    intake_with(Some(RedactionKeys::new(key("k1"), [])))
 }
 
 fn invoice(key: &str) -> NewIntent {
@@ -317,8 +330,7 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     )
     .await
     .expect("submit");
-    let redacted =
-        json!({"card": {"number": hashed(&json!("4111111111111111"))}, "amount": "10.00"});
+    let redacted = json!({"card": {"number": hashed(&json!("4111111111111111"), HashWith::Key(&key("k1")))}, "amount": "10.00"});
     assert_eq!(s.intent.payload, redacted);
     assert_eq!(
         s.intent.request_hash,
@@ -477,4 +489,72 @@ async fn no_notify_when_no_worker_waits_or_notify_is_off(pool: PgPool) {
         "nothing else notified before the sentinel"
     );
     assert_eq!(counts(&pool).await, (5, 5));
+}
+
+/// Keys rotate: an intent recorded under an older key is still recognised when its request is
+/// replayed after the rotation (while the older key is kept), and so is one recorded with the
+/// unkeyed hash of earlier versions; once the older key is dropped, its replay is a conflict.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_replay_across_a_key_rotation_is_still_a_replay(pool: PgPool) {
+    let card = json!({"card": {"number": "4111111111111111"}, "amount": "10.00"});
+    let submit = |intake: Intake, key: &'static str| {
+        let (pool, card) = (pool.clone(), card.clone());
+        async move {
+            let mut tx = pool.begin().await.expect("begin");
+            let r = intake
+                .submit(&mut tx, NewIntent::new("t", key, "charge_card", card))
+                .await;
+            tx.commit().await.expect("commit");
+            r
+        }
+    };
+    let first = submit(intake(), "pay").await.expect("under k1");
+    assert!(first.created);
+    let rotated = || intake_with(Some(RedactionKeys::new(key("k2"), [key("k1")])));
+    let replay = submit(rotated(), "pay")
+        .await
+        .expect("a replay under k2 with k1 kept");
+    assert!(!replay.created);
+    assert_eq!(replay.intent.id, first.intent.id);
+    // A new intent is hashed with the current key.
+    let new = submit(rotated(), "pay-2").await.expect("new");
+    assert!(
+        new.intent.payload["card"]["number"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("hmac-sha256:k2:")),
+        "{}",
+        new.intent.payload
+    );
+    let only_k2 = intake_with(Some(RedactionKeys::new(key("k2"), [])));
+    assert!(matches!(
+        submit(only_k2, "pay").await,
+        Err(SubmitError::KeyConflict { .. })
+    ));
+
+    // An intent recorded before keys existed (the unkeyed "sha256:" form).
+    let legacy = json!({"card": {"number": hashed(&json!("4111111111111111"), HashWith::LegacySha256)}, "amount": "10.00"});
+    sqlx::query(
+        "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload, redacted) \
+         VALUES ('t', 'old', 'charge_card', $1, $2, true)",
+    )
+    .bind(oncebox_core::request_hash("charge_card", &legacy))
+    .bind(&legacy)
+    .execute(&pool)
+    .await
+    .expect("an old intent");
+    let replay = submit(rotated(), "old")
+        .await
+        .expect("the old intent's replay");
+    assert!(!replay.created);
+}
+
+#[test]
+fn a_hash_rule_without_a_key_is_refused_at_construction() {
+    let e =
+        Intake::from_actions([("charge_card".to_owned(), card_rules())], None).expect_err("no key");
+    assert_eq!(
+        (e.action.as_str(), e.pointer.as_str()),
+        ("charge_card", "/card/number")
+    );
+    assert!(e.to_string().contains("ONCEBOX_REDACTION_KEYS"), "{e}");
 }

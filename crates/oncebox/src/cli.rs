@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use oncebox_api::limits::{Rate, RateLimits};
 use oncebox_core::duration::{HumanDuration, NonZeroDuration};
 use oncebox_worker::WorkerSettings;
 use std::num::NonZeroUsize;
@@ -174,11 +175,15 @@ pub(crate) enum TokenCommand {
     /// Create a bearer token for a tenant; it is printed once and stored only as a hash.
     #[command(after_help = EXIT_CODES)]
     Create(TokenCreateArgs),
-    /// Revoke a token: the database refuses it at once; an API process that accepted it in the
-    /// last 5 s may go on accepting it for up to 5 s more (its cache). Exit 4 if no live token
-    /// matches.
+    /// Revoke tokens — by the token itself, by --id or by --label (every live token with it):
+    /// the database refuses them at once; an API process that accepted one in the last 5 s may
+    /// go on accepting it for up to 5 s more (its cache). Exit 4 if no live token matches.
     #[command(after_help = EXIT_CODES)]
     Revoke(TokenRevokeArgs),
+    /// List tokens, newest first: id, tenant, role, label, created, expires, last used (to
+    /// within a minute), revoked. Never the secret.
+    #[command(after_help = EXIT_CODES)]
+    List(TokenListArgs),
 }
 
 #[derive(Debug, Args)]
@@ -191,17 +196,39 @@ pub(crate) struct TokenCreateArgs {
     /// agent (submit, read, cancel) or ops.
     #[arg(long, default_value = "agent", value_parser = ["agent", "ops"])]
     pub(crate) role: String,
-    /// A note to recognise the token by.
+    /// A note to recognise the token by (and to revoke it by: `token revoke --label`).
+    #[arg(long)]
+    pub(crate) label: Option<String>,
+    /// The token stops working after this long (e.g. 90d); default: until revoked.
+    #[arg(long)]
+    pub(crate) expires_in: Option<NonZeroDuration>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["token", "id", "label"])))]
+pub(crate) struct TokenRevokeArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The token (obx_…), or - to read it from stdin (keeps it out of the shell history).
+    pub(crate) token: Option<String>,
+    /// The token with this id (from `token list`).
+    #[arg(long)]
+    pub(crate) id: Option<i64>,
+    /// Every live token with this label.
     #[arg(long)]
     pub(crate) label: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct TokenRevokeArgs {
+pub(crate) struct TokenListArgs {
     #[command(flatten)]
     pub(crate) db: DbArgs,
-    /// The token (obx_…), or - to read it from stdin (keeps it out of the shell history).
-    pub(crate) token: String,
+    /// Only this tenant's tokens.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Include revoked and expired tokens.
+    #[arg(long)]
+    pub(crate) all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -223,6 +250,63 @@ pub(crate) struct ServeArgs {
     pub(crate) db_connections: u32,
     #[command(flatten)]
     pub(crate) http: HttpLimitArgs,
+    #[command(flatten)]
+    pub(crate) rates: RateArgs,
+}
+
+/// Request rates per token and per tenant (429 with Retry-After beyond them).
+#[derive(Debug, Args)]
+pub(crate) struct RateArgs {
+    /// Requests per second one token may make, sustained; 0 for no limit.
+    #[arg(long, default_value_t = RateLimits::default().per_token.per_second)]
+    pub(crate) token_rate: f64,
+    /// Requests one token may make at once after a quiet spell.
+    #[arg(long, default_value_t = RateLimits::default().per_token.burst)]
+    pub(crate) token_burst: f64,
+    /// Requests per second one tenant's tokens may make together, sustained; 0 for no limit.
+    #[arg(long, default_value_t = RateLimits::default().per_tenant.per_second)]
+    pub(crate) tenant_rate: f64,
+    /// Requests one tenant's tokens may make at once after a quiet spell.
+    #[arg(long, default_value_t = RateLimits::default().per_tenant.burst)]
+    pub(crate) tenant_burst: f64,
+}
+
+impl RateArgs {
+    /// The limits, checked: rates and bursts are finite and not negative, a burst at least 1.
+    pub(crate) fn limits(&self) -> Result<RateLimits, crate::exit::CliError> {
+        let rate = |per_second: f64, burst: f64, rate_field: &str, burst_field: &str| {
+            if !per_second.is_finite() || per_second < 0.0 {
+                return Err(crate::exit::CliError::usage(
+                    rate_field,
+                    format!(
+                        "--{} must be 0 (no limit) or a positive number",
+                        rate_field.replace('_', "-")
+                    ),
+                ));
+            }
+            if !burst.is_finite() || burst < 1.0 {
+                return Err(crate::exit::CliError::usage(
+                    burst_field,
+                    format!("--{} must be at least 1", burst_field.replace('_', "-")),
+                ));
+            }
+            Ok(Rate { per_second, burst })
+        };
+        Ok(RateLimits {
+            per_token: rate(
+                self.token_rate,
+                self.token_burst,
+                "token_rate",
+                "token_burst",
+            )?,
+            per_tenant: rate(
+                self.tenant_rate,
+                self.tenant_burst,
+                "tenant_rate",
+                "tenant_burst",
+            )?,
+        })
+    }
 }
 
 /// How long and how many connections an HTTP server of oncebox keeps (the API, a worker's

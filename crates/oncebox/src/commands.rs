@@ -35,6 +35,31 @@ pub(crate) fn load_config(path: &Path) -> Result<Config, CliError> {
         .map_err(|e| CliError::usage(e.field.clone(), format!("{}: {e}", path.display())))
 }
 
+/// The redaction keys in the environment ([`redact::RedactionKeys::ENV`]), if set.
+pub(crate) fn redaction_keys() -> Result<Option<redact::RedactionKeys>, CliError> {
+    redact::RedactionKeys::from_env().map_err(|e| CliError::usage(redact::RedactionKeys::ENV, e))
+}
+
+fn missing_key(action: &str, rules: &[redact::RedactRule]) -> CliError {
+    let pointer = rules
+        .iter()
+        .find(|r| r.mode == redact::RedactMode::Hash)
+        .map(|r| r.pointer.clone())
+        .unwrap_or_default();
+    let e = oncebox_store::MissingRedactionKey {
+        action: action.to_owned(),
+        pointer,
+    };
+    CliError::usage(redact::RedactionKeys::ENV, e.to_string())
+}
+
+/// The intake for `config`, hashing with the keys of the environment; refused (exit 2, naming
+/// the variable) when a rule hashes and no key is set.
+pub(crate) fn intake(config: &Config) -> Result<Intake, CliError> {
+    Intake::new(config, redaction_keys()?)
+        .map_err(|e| CliError::usage(redact::RedactionKeys::ENV, e.to_string()))
+}
+
 /// Parses `--arguments`: inline JSON, `@FILE`, or `-` for stdin.
 fn read_arguments(spec: &str) -> Result<Value, CliError> {
     let text = if spec == "-" {
@@ -84,6 +109,7 @@ pub(crate) async fn submit(args: SubmitArgs, json: bool) -> CliResult {
                 })
         })
         .transpose()?;
+    let intake = intake(&config)?;
     let intent = NewIntent {
         tenant_id: args.tenant,
         idempotency_key: args.key,
@@ -100,7 +126,7 @@ pub(crate) async fn submit(args: SubmitArgs, json: bool) -> CliResult {
         .map_err(oncebox_store::SubmitError::from)?;
     let pool = connect(&args.db, 1).await?;
     let mut tx = pool.begin().await?;
-    let submitted = Intake::new(&config).submit(&mut tx, intent).await?;
+    let submitted = intake.submit(&mut tx, intent).await?;
     tx.commit().await?;
     output::submitted(&submitted, json);
     Ok(())
@@ -120,7 +146,15 @@ pub(crate) fn hash(args: HashArgs, json: bool) -> CliResult {
                 ),
             )
         })?;
-        redact::apply(&mut arguments, &action.redact);
+        let keys = redaction_keys()?;
+        let with = match &keys {
+            Some(k) => redact::HashWith::Key(k.current()),
+            None if redact::needs_key(&action.redact) => {
+                return Err(missing_key(&args.action, &action.redact));
+            }
+            None => redact::HashWith::LegacySha256, // no rule hashes: never used
+        };
+        redact::apply(&mut arguments, &action.redact, with);
     }
     let hash = request_hash(&args.action, &arguments);
     if json {

@@ -54,10 +54,12 @@ fn main() -> ExitCode {
 /// `oncebox serve`: the HTTP API until SIGTERM or SIGINT.
 async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     let config = commands::load_config(&args.config)?;
+    let intake = commands::intake(&config)?;
+    let rates = args.rates.limits()?;
     let pool = commands::connect(&args.db, args.db_connections).await?;
-    let state =
-        oncebox_api::AppState::new(pool, oncebox_store::Intake::new(&config), args.body_limit)
-            .await?;
+    let state = oncebox_api::AppState::new(pool, intake, args.body_limit)
+        .await?
+        .with_rate_limits(rates);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| {

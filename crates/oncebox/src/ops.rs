@@ -5,6 +5,7 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use oncebox_core::Status;
+use oncebox_core::duration::NonZeroDuration;
 use oncebox_store::ops::{self, ListFilter, OpsError, Resolution};
 use oncebox_store::tokens::{self, Role};
 use oncebox_store::{Intent, ops::AttemptRow};
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use crate::cli::{
     OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand,
-    TokenCreateArgs, TokenRevokeArgs,
+    TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
 };
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
@@ -65,6 +66,7 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
         OpsCommand::Purge(a) => purge(a, json_out).await,
         OpsCommand::Token(TokenCommand::Create(a)) => token_create(a, json_out).await,
         OpsCommand::Token(TokenCommand::Revoke(a)) => token_revoke(a, json_out).await,
+        OpsCommand::Token(TokenCommand::List(a)) => token_list(a, json_out).await,
         OpsCommand::Stats(a) => stats(a, json_out).await,
     }
 }
@@ -166,11 +168,14 @@ async fn token_create(a: TokenCreateArgs, json_out: bool) -> CliResult {
         .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
     let role: Role = a.role.parse().map_err(|e| CliError::usage("role", e))?;
     let pool = connect(&a.db, 1).await?;
-    let token = tokens::create_token(&pool, &a.tenant, role, a.label.as_deref()).await?;
+    let lifetime = a.expires_in.map(NonZeroDuration::get);
+    let (id, token) =
+        tokens::create_token(&pool, &a.tenant, role, a.label.as_deref(), lifetime).await?;
     if json_out {
         println!(
             "{}",
-            json!({"token": token, "tenant": a.tenant, "role": role})
+            json!({"token": token, "id": id, "tenant": a.tenant, "role": role,
+                   "label": a.label, "expires_in_seconds": lifetime.map(|d| d.as_secs())})
         );
     } else {
         println!("{token}");
@@ -180,27 +185,68 @@ async fn token_create(a: TokenCreateArgs, json_out: bool) -> CliResult {
 }
 
 async fn token_revoke(a: TokenRevokeArgs, json_out: bool) -> CliResult {
-    let token = if a.token == "-" {
-        let mut line = String::new();
-        std::io::stdin()
-            .read_line(&mut line)
-            .map_err(|e| CliError::usage("token", format!("cannot read stdin: {e}")))?;
-        line.trim().to_owned()
-    } else {
-        a.token.trim().to_owned()
+    let token = match a.token.as_deref() {
+        Some("-") => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| CliError::usage("token", format!("cannot read stdin: {e}")))?;
+            Some(line.trim().to_owned())
+        }
+        other => other.map(|t| t.trim().to_owned()),
     };
-    if token.is_empty() {
-        return Err(CliError::usage("token", "the token is empty"));
-    }
+    let which = match (&token, a.id, &a.label) {
+        (Some(t), _, _) if t.is_empty() => {
+            return Err(CliError::usage("token", "the token is empty"));
+        }
+        (Some(t), _, _) => tokens::Revoke::Token(t),
+        (None, Some(id), _) => tokens::Revoke::Id(id),
+        (None, None, Some(label)) => tokens::Revoke::Label(label),
+        (None, None, None) => {
+            return Err(CliError::usage("token", "name a token, --id or --label"));
+        }
+    };
     let pool = connect(&a.db, 1).await?;
-    if !tokens::revoke_token(&pool, &token).await? {
+    let revoked = tokens::revoke(&pool, which).await?;
+    if revoked.is_empty() {
         return Err(CliError::NotFound("no live token matches".into()));
     }
     if json_out {
-        println!("{}", json!({"revoked": true}));
+        println!("{}", json!({"revoked": revoked}));
     } else {
-        eprintln!("revoked");
+        eprintln!("revoked {} token(s): ids {revoked:?}", revoked.len());
     }
+    Ok(())
+}
+
+async fn token_list(a: TokenListArgs, json_out: bool) -> CliResult {
+    let pool = connect(&a.db, 1).await?;
+    let list = tokens::list(&pool, a.tenant.as_deref(), a.all).await?;
+    if json_out {
+        println!("{}", json!(list));
+        return Ok(());
+    }
+    let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("-".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string())
+    };
+    println!(
+        "{:>6}  {:<12}  {:<5}  {:<16}  {:<16}  {:<16}  {:<16}  {:<16}",
+        "id", "tenant", "role", "label", "created", "expires", "last used", "revoked"
+    );
+    for t in &list {
+        println!(
+            "{:>6}  {:<12}  {:<5}  {:<16}  {:<16}  {:<16}  {:<16}  {:<16}",
+            t.id,
+            t.tenant_id,
+            t.role.as_str(),
+            t.label.as_deref().unwrap_or("-"),
+            when(Some(t.created_at)),
+            when(t.expires_at),
+            when(t.last_used_at),
+            when(t.revoked_at),
+        );
+    }
+    println!("{} token(s)", list.len());
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use oncebox_core::config::Config;
+use oncebox_core::redact::{RedactionKey, RedactionKeys};
 use oncebox_inbox::Inbox;
 use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
@@ -219,7 +220,7 @@ impl Demo {
         Ok(Demo {
             scratch,
             pool,
-            intake: Intake::new(&config),
+            intake: Intake::new(&config, Some(demo_redaction_keys()?))?,
             receiver,
             archive,
             workers,
@@ -338,4 +339,16 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// The demo's redaction keys: those of the environment ([`RedactionKeys::ENV`]) if set, else a
+/// fresh random key for this run only (the demo's journal is dropped at its end anyway).
+fn demo_redaction_keys() -> anyhow::Result<RedactionKeys> {
+    if let Some(keys) = RedactionKeys::from_env().map_err(anyhow::Error::msg)? {
+        return Ok(keys);
+    }
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness for a key: {e}"))?;
+    let key = RedactionKey::new("demo", secret.to_vec()).map_err(anyhow::Error::msg)?;
+    Ok(RedactionKeys::new(key, []))
 }

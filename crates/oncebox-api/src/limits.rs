@@ -1,0 +1,235 @@
+//! Request rates per token and per tenant: token buckets, one per authenticated token and one
+//! per tenant, checked together after authentication. A request that finds either bucket empty
+//! is answered 429 with `Retry-After` (problem+json) and takes from neither.
+//!
+//! Only authenticated callers get a bucket, so the number of buckets is bounded by the tokens
+//! and tenants in the database; buckets idle long enough to be full again are dropped when the
+//! map grows past [`MAX_BUCKETS`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Buckets kept before idle (full) ones are dropped.
+pub const MAX_BUCKETS: usize = 100_000;
+
+/// A sustained rate and the burst allowed above it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Requests per second, sustained. 0 turns the limit off.
+    pub per_second: f64,
+    /// Requests allowed at once after a quiet spell (the bucket's size; at least 1).
+    pub burst: f64,
+}
+
+impl Rate {
+    /// No limit.
+    pub const UNLIMITED: Rate = Rate {
+        per_second: 0.0,
+        burst: 0.0,
+    };
+
+    fn limited(self) -> bool {
+        self.per_second > 0.0
+    }
+}
+
+/// The limits of an API process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimits {
+    /// Per token.
+    pub per_token: Rate,
+    /// Per tenant, all its tokens together.
+    pub per_tenant: Rate,
+}
+
+impl Default for RateLimits {
+    /// 50 requests/s per token (bursts of 100) and 200/s per tenant (bursts of 400): far above
+    /// what an agent's retries need, far below what one process can answer.
+    fn default() -> Self {
+        RateLimits {
+            per_token: Rate {
+                per_second: 50.0,
+                burst: 100.0,
+            },
+            per_tenant: Rate {
+                per_second: 200.0,
+                burst: 400.0,
+            },
+        }
+    }
+}
+
+/// Whose bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Owner {
+    Token(i64),
+    Tenant(String),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// The bucket refilled at `rate` up to `now`.
+    fn refilled(self, rate: Rate, now: Instant) -> Bucket {
+        let burst = rate.burst.max(1.0);
+        Bucket {
+            tokens: (self.tokens + (now - self.at).as_secs_f64() * rate.per_second).min(burst),
+            at: now,
+        }
+    }
+
+    /// How long until one request fits.
+    fn wait(self, rate: Rate) -> Duration {
+        Duration::from_secs_f64(((1.0 - self.tokens) / rate.per_second).max(0.0))
+    }
+}
+
+/// Which limit a refused request hit, and when to try again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    /// The token's own rate.
+    Token(Duration),
+    /// The tenant's rate, shared by all its tokens.
+    Tenant(Duration),
+}
+
+/// The buckets of one API process.
+#[derive(Debug)]
+pub struct Limiter {
+    limits: RateLimits,
+    buckets: Mutex<HashMap<Owner, Bucket>>,
+}
+
+impl Limiter {
+    /// A limiter with `limits`.
+    pub fn new(limits: RateLimits) -> Limiter {
+        Limiter {
+            limits,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request from token `token_id`'s and tenant `tenant`'s buckets at `now`, or
+    /// neither when either is empty.
+    ///
+    /// # Errors
+    /// [`Refused`] naming the limit hit and how long until a request fits.
+    pub fn check(&self, token_id: i64, tenant: &str, now: Instant) -> Result<(), Refused> {
+        let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() > MAX_BUCKETS {
+            let limits = self.limits;
+            map.retain(|owner, b| {
+                let rate = match owner {
+                    Owner::Token(_) => limits.per_token,
+                    Owner::Tenant(_) => limits.per_tenant,
+                };
+                b.refilled(rate, now).tokens < rate.burst.max(1.0)
+            });
+        }
+        let mut take = |owner: Owner, rate: Rate| -> Result<Option<(Owner, Bucket)>, Duration> {
+            if !rate.limited() {
+                return Ok(None);
+            }
+            let full = Bucket {
+                tokens: rate.burst.max(1.0),
+                at: now,
+            };
+            let b = map.get(&owner).copied().unwrap_or(full).refilled(rate, now);
+            map.insert(owner.clone(), b);
+            if b.tokens >= 1.0 {
+                Ok(Some((owner, b)))
+            } else {
+                Err(b.wait(rate))
+            }
+        };
+        let token = take(Owner::Token(token_id), self.limits.per_token).map_err(Refused::Token)?;
+        let tenant = take(Owner::Tenant(tenant.to_owned()), self.limits.per_tenant)
+            .map_err(Refused::Tenant)?;
+        for (owner, mut b) in token.into_iter().chain(tenant) {
+            b.tokens -= 1.0;
+            map.insert(owner, b);
+        }
+        Ok(())
+    }
+
+    /// Buckets held (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.buckets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(token: (f64, f64), tenant: (f64, f64)) -> Limiter {
+        let rate = |(per_second, burst)| Rate { per_second, burst };
+        Limiter::new(RateLimits {
+            per_token: rate(token),
+            per_tenant: rate(tenant),
+        })
+    }
+
+    #[test]
+    fn a_token_gets_its_burst_then_its_rate() {
+        let l = limiter((2.0, 3.0), (0.0, 0.0));
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(l.check(1, "a", t0), Ok(()));
+        }
+        let Err(Refused::Token(wait)) = l.check(1, "a", t0) else {
+            panic!("the burst is spent");
+        };
+        assert_eq!(
+            wait,
+            Duration::from_millis(500),
+            "one request refills in 1/rate"
+        );
+        assert_eq!(l.check(1, "a", t0 + Duration::from_millis(500)), Ok(()));
+        assert!(
+            l.check(2, "a", t0).is_ok(),
+            "another token has its own bucket"
+        );
+    }
+
+    #[test]
+    fn tokens_of_a_tenant_share_its_bucket_and_a_refusal_takes_nothing() {
+        let l = limiter((100.0, 100.0), (1.0, 4.0));
+        let t0 = Instant::now();
+        for token in [1, 2, 3, 4] {
+            assert_eq!(l.check(token, "a", t0), Ok(()));
+        }
+        assert!(matches!(l.check(5, "a", t0), Err(Refused::Tenant(_))));
+        assert_eq!(l.check(6, "b", t0), Ok(()), "another tenant is unaffected");
+        // Token 5 was refused by its tenant: its own bucket lost nothing.
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(l.check(5, "a", later), Ok(()));
+    }
+
+    #[test]
+    fn idle_buckets_are_dropped_when_the_map_is_full() {
+        let l = limiter((1.0, 1.0), (0.0, 0.0));
+        let t0 = Instant::now();
+        for id in 0..=MAX_BUCKETS as i64 {
+            let _ = l.check(id, "a", t0);
+        }
+        assert_eq!(l.len(), MAX_BUCKETS + 1);
+        let _ = l.check(-1, "a", t0 + Duration::from_secs(2));
+        assert_eq!(
+            l.len(),
+            1,
+            "all were full again and went; the new one stays"
+        );
+    }
+}
