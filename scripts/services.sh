@@ -17,6 +17,7 @@ command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl) # the TLS test makes its certificate
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get"
   as_root apt-get update -qq

@@ -73,14 +73,9 @@ impl Api {
             server,
             client: reqwest::Client::new(),
         };
+        // Listening is enough to go on (the TLS test's server answers no plain request).
         for _ in 0..100 {
-            if api
-                .client
-                .get(format!("{}/healthz", api.base))
-                .send()
-                .await
-                .is_ok()
-            {
+            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
                 return api;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1274,6 +1269,141 @@ async fn a_flooding_token_is_limited_while_another_tenant_passes() {
         );
     }
     api.stop().await;
+}
+
+/// Where there is no ingress, `oncebox serve` terminates TLS itself: a client that trusts the
+/// certificate's issuer gets its answers over HTTPS (bearer token included), and a plain-HTTP
+/// client gets nothing.
+#[tokio::test]
+async fn the_api_serves_https_with_its_own_certificate() {
+    let dir = std::env::temp_dir().join(format!("oncebox-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A CA of the test's own, and a server certificate it signed for localhost.
+    let file = |name: &str| dir.join(name).to_str().expect("utf-8").to_owned();
+    let (ca, ca_key, cert, key, csr, ext) = (
+        file("ca.pem"),
+        file("ca.key"),
+        file("cert.pem"),
+        file("key.pem"),
+        file("leaf.csr"),
+        file("leaf.ext"),
+    );
+    std::fs::write(
+        &ext,
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         extendedKeyUsage=serverAuth\n",
+    )
+    .expect("ext");
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let openssl = |args: &[&str]| run_ok(Command::new("openssl").args(args));
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-days", "1", "-subj", "/CN=oncebox test CA"],
+            &["-keyout", &ca_key, "-out", &ca],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &["-subj", "/CN=localhost", "-keyout", &key, "-out", &csr],
+        ]
+        .concat(),
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &ext,
+        "-out",
+        &cert,
+    ]);
+    let api = Api::start_with("tls", &["--tls-cert", &cert, "--tls-key", &key]).await;
+    let token = api.token("tenant-a");
+    let https = api.base.replace("http://", "https://");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(&ca).expect("ca")).expect("pem"),
+        )
+        .build()
+        .expect("client");
+    let healthz = client
+        .get(format!("{https}/healthz"))
+        .send()
+        .await
+        .expect("over TLS");
+    assert_eq!(healthz.status(), StatusCode::OK);
+    let (status, body, _) = answer(
+        client
+            .get(format!("{https}/v1/intents/none"))
+            .bearer(&token)
+            .send()
+            .await
+            .expect("over TLS"),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "the token was accepted: {body}"
+    );
+    let plain = reqwest::Client::new()
+        .get(format!("{}/healthz", api.base))
+        .send()
+        .await;
+    assert!(
+        plain.is_err(),
+        "plain HTTP to a TLS port answers nothing: {plain:?}"
+    );
+    let untrusted = reqwest::Client::new()
+        .get(format!("{https}/healthz"))
+        .send()
+        .await;
+    assert!(
+        untrusted.is_err(),
+        "a client that does not trust the issuer refuses: {untrusted:?}"
+    );
+    // A key that is not the certificate's stops start-up, naming the field.
+    let bad = Command::new(BIN)
+        .args([
+            "serve",
+            "--json",
+            "--config",
+            "/dev/null",
+            "--listen",
+            &free_addr(),
+        ])
+        .args(["--tls-cert", &cert, "--tls-key", &ca_key])
+        .env("DATABASE_URL", &api.db_url)
+        .output()
+        .expect("serve");
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("tls_cert"));
+    api.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// No client holds a connection for as long as it likes: silent, half-sent and idle keep-alive

@@ -8,8 +8,13 @@
 //!   wait in the listen backlog until one closes (idle ones close within the timeout).
 //! - On shutdown the listener closes, connections finish the request they are serving and are
 //!   then closed, for at most [`Limits::shutdown_grace`].
+//! - With [`Tls`], every connection is TLS (rustls, ring provider), and the handshake counts
+//!   against the header timeout like the request head does.
 
 pub mod metric;
+mod tls;
+
+pub use tls::Tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,13 +50,24 @@ impl Default for Limits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, within `limits`. An accept that
-/// fails (a connection reset before it was taken, no file descriptors left) is logged and tried
-/// again shortly: the server keeps serving.
+/// Serves `router` on `listener` until `shutdown` completes, within `limits`, in plain HTTP.
+/// An accept that fails (a connection reset before it was taken, no file descriptors left) is
+/// logged and tried again shortly: the server keeps serving.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    serve_with(listener, router, limits, None, shutdown).await;
+}
+
+/// [`serve`], over TLS when `tls` is given.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    tls: Option<Tls>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -82,10 +98,34 @@ pub async fn serve(
             },
         };
         let service = TowerToHyperService::new(router.clone());
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let Some(tls) = &tls else {
+            let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(async move {
+                let _slot = slot;
+                if let Err(e) = conn.await {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+            continue;
+        };
+        // The handshake runs in the connection's task (a slow client holds only its slot), and
+        // within the header timeout; then the connection is served like a plain one.
+        let (acceptor, builder, watcher) = (tls.acceptor(), builder.clone(), graceful.watcher());
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             let _slot = slot;
+            let stream = match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake not done within the header timeout");
+                    return;
+                }
+            };
+            let conn = watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

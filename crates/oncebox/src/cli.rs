@@ -252,6 +252,13 @@ pub(crate) struct ServeArgs {
     pub(crate) http: HttpLimitArgs,
     #[command(flatten)]
     pub(crate) rates: RateArgs,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first), for deployments without a
+    /// TLS-terminating proxy in front; requires --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM); requires --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
 }
 
 /// Request rates per token and per tenant (429 with Retry-After beyond them).

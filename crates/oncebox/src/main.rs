@@ -56,6 +56,13 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     let config = commands::load_config(&args.config)?;
     let intake = commands::intake(&config)?;
     let rates = args.rates.limits()?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            oncebox_serve::Tls::from_pem_files(cert, key)
+                .map_err(|e| exit::CliError::usage("tls_cert", e))?,
+        ),
+        _ => None,
+    };
     let pool = commands::connect(&args.db, args.db_connections).await?;
     let state = oncebox_api::AppState::new(pool, intake, args.body_limit)
         .await?
@@ -65,11 +72,12 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         .map_err(|e| {
             exit::CliError::usage("listen", format!("cannot listen on {}: {e}", args.listen))
         })?;
-    tracing::info!(addr = %args.listen, "serving the API");
-    oncebox_serve::serve(
+    tracing::info!(addr = %args.listen, tls = tls.is_some(), "serving the API");
+    oncebox_serve::serve_with(
         listener,
         oncebox_api::router(state),
         args.http.limits(),
+        tls,
         commands::wait_for_signal(),
     )
     .await;
