@@ -811,3 +811,70 @@ async fn hash_redaction_needs_a_key_and_never_keeps_the_value() {
     );
     db.drop_db().await;
 }
+
+/// A binary refuses a schema newer than it knows — `migrate`, `serve` and `worker` exit 1 with a
+/// message saying so — unless told `--allow-newer-schema` (a rollback the release notes allow).
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_is_refused_with_a_clear_message() {
+    let db = TestDb::new("newer").await;
+    let config = db.write("oncebox.toml", CONFIG);
+    let config = config.to_str().expect("utf-8 path");
+    assert_eq!(code(&db.run(&["migrate"])), 0);
+    // A newer oncebox's migration.
+    {
+        let mut c = PgConnection::connect(&db.url).await.expect("connect");
+        sqlx::query(
+            "INSERT INTO oncebox._sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from the future', true, '\\x00', 1)",
+        )
+        .execute(&mut c)
+        .await
+        .expect("a newer migration");
+    }
+    let listen = free_addr();
+    for cmd in [
+        &["migrate"][..],
+        &["serve", "--config", config, "--listen", &listen],
+        &["worker", "--config", config],
+    ] {
+        let o = db.run_env(cmd, &[]);
+        assert_eq!(
+            code(&o),
+            1,
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("migration 9999, newer than this binary knows"),
+            "{cmd:?}: {err}"
+        );
+    }
+    // Allowed explicitly, the API comes up.
+    let serve = support::Proc::spawn(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                config,
+                "--listen",
+                &listen,
+                "--allow-newer-schema",
+            ])
+            .env("DATABASE_URL", &db.url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "oncebox serve --allow-newer-schema",
+    );
+    let mut up = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(&listen).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "serve --allow-newer-schema starts");
+    assert!(serve.stop().await.success());
+    db.drop_db().await;
+}

@@ -12,6 +12,19 @@ pub enum StoreError {
     /// A schema migration failed.
     #[error("migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database holds migrations this binary does not know: a newer oncebox migrated it.
+    #[error(
+        "the database's schema is at migration {database}, newer than this binary knows \
+         ({binary}): a newer oncebox migrated it. Run that newer oncebox, or — only if its \
+         release notes say older binaries keep working — start this one with \
+         --allow-newer-schema (docs/operations.md, \"Rolling upgrades\")"
+    )]
+    NewerSchema {
+        /// The database's newest migration.
+        database: i64,
+        /// This binary's newest.
+        binary: i64,
+    },
 }
 
 /// Why a submit did not return an intent.

@@ -30,7 +30,9 @@ pub use claim::{ClaimedRow, claim};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
 pub use lease::{Lease, Phase};
-pub use migrate::{MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready};
+pub use migrate::{
+    MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready, refuse_newer_schema,
+};
 pub use queue::{ReadyQueue, ping, ready_queue};
 pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,

@@ -41,8 +41,31 @@ const ADOPTION_LOCK: i64 = 0x006f_6e63_6562_6f78;
 #[tracing::instrument(skip(pool), err)]
 pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
     adopt_shared_history(pool).await?;
+    refuse_newer_schema(pool).await?;
     MIGRATOR.run(pool).await?;
     Ok(())
+}
+
+/// Refuses a database whose schema is newer than this binary (a newer oncebox migrated it):
+/// this binary's statements may no longer fit. A database never migrated passes (its
+/// readiness says so).
+///
+/// # Errors
+/// [`StoreError::NewerSchema`] with both versions; the database's error.
+pub async fn refuse_newer_schema(db: impl sqlx::PgExecutor<'_>) -> Result<(), StoreError> {
+    let binary = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let database: Option<i64> = match sqlx::query_scalar(sql::MIGRATIONS_NEWEST)
+        .fetch_one(db)
+        .await
+    {
+        Ok(v) => v,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => None,
+        Err(e) => return Err(e.into()),
+    };
+    match database {
+        Some(database) if database > binary => Err(StoreError::NewerSchema { database, binary }),
+        _ => Ok(()),
+    }
 }
 
 /// Moves oncebox's rows from the shared `_sqlx_migrations` (found by `search_path`) into

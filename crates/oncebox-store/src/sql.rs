@@ -83,6 +83,8 @@ statements! {
     PING = "ping.sql";
     /// Readiness: migrations applied, by oncebox's own history.
     MIGRATIONS_APPLIED = "migrations_applied.sql";
+    /// Start-up: the newest migration applied (refuse a schema newer than the binary).
+    MIGRATIONS_NEWEST = "migrations_newest.sql";
     /// Migrate: oncebox's own history table (two statements, simple protocol).
     MIGRATIONS_HISTORY = "migrations_history.sql";
     /// Migrate: is there a shared `_sqlx_migrations` outside the oncebox schema?

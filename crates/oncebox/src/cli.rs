@@ -259,6 +259,10 @@ pub(crate) struct ServeArgs {
     /// The certificate's private key (PEM); requires --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
+    /// Start even though the database's schema is newer than this binary (a rollback, when the
+    /// newer release's notes say older binaries keep working).
+    #[arg(long)]
+    pub(crate) allow_newer_schema: bool,
 }
 
 /// Request rates per token and per tenant (429 with Retry-After beyond them).
@@ -456,6 +460,10 @@ pub(crate) struct WorkerArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics, with the probes /healthz (503 when a
     /// loop has not turned for 3 leases) and /readyz (503 when the database does not answer),
     /// e.g. 127.0.0.1:9187.
+    /// Start even though the database's schema is newer than this binary (a rollback, when the
+    /// newer release's notes say older binaries keep working).
+    #[arg(long)]
+    pub(crate) allow_newer_schema: bool,
     #[arg(long)]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Limits of the probe server on --metrics-addr.

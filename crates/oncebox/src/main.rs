@@ -64,6 +64,9 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         _ => None,
     };
     let pool = commands::connect(&args.db, args.db_connections).await?;
+    if !args.allow_newer_schema {
+        oncebox_store::refuse_newer_schema(&pool).await?;
+    }
     let state = oncebox_api::AppState::new(pool, intake, args.body_limit)
         .await?
         .with_rate_limits(rates);

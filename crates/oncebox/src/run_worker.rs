@@ -44,6 +44,9 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     .map_err(|e| {
         CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
     })?;
+    if !args.allow_newer_schema {
+        oncebox_store::refuse_newer_schema(&pool).await?;
+    }
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     if let Some(addr) = args.metrics_addr {
