@@ -360,8 +360,9 @@ async fn every_status_code_is_as_documented() {
 
 /// serde_json turns an integer literal beyond the 64-bit range into a float before any check
 /// sees it: such a body used to be stored and delivered as `1.2345678901234568e+29`, and a
-/// resubmit with another such number hashed alike (a replay, not a conflict). Every integer
-/// beyond ±2^53 is a 400 naming its place, whatever its size, and nothing is stored.
+/// resubmit with another such number hashed alike (a replay, not a conflict). Every number
+/// beyond ±2^53 is a 400 naming its place, whatever its size or spelling, and nothing is stored
+/// (fuzzing found the float case: `7e20` was accepted, its canonical form refused).
 #[tokio::test]
 async fn integers_beyond_2_pow_53_are_refused_whatever_their_size() {
     let api = Api::start("bigint").await;
@@ -373,6 +374,10 @@ async fn integers_beyond_2_pow_53_are_refused_whatever_their_size() {
         "-9223372036854775809",
         "9007199254740993",
         &"9".repeat(500),
+        // Floats too: JCS writes 7e20 as 700000000000000000000, and its neighbours hash alike.
+        "7e20",
+        "-1.5e300",
+        "1e400",
     ] {
         let body = format!(
             r#"{{"action": "create_invoice", "arguments": {{"order_id": "o", "amount": "1", "n": [{literal}]}}}}"#
@@ -389,7 +394,7 @@ async fn integers_beyond_2_pow_53_are_refused_whatever_their_size() {
     }
     problem(&api.get(&t, "/v1/intents/big").await, 404, "key");
     // The boundary itself and floats by their own spelling are accepted.
-    let body = r#"{"action": "create_invoice", "arguments": {"order_id": "o", "amount": "1", "n": [9007199254740992, 1e30, 1.5]}}"#;
+    let body = r#"{"action": "create_invoice", "arguments": {"order_id": "o", "amount": "1", "n": [9007199254740992, 2.5e15, 1.5, 1e-30]}}"#;
     let got = api
         .post(Some(&t), Some("big"), "application/json", body.into())
         .await;
@@ -1002,7 +1007,7 @@ async fn the_client_retries_lost_answers_under_one_key() {
 /// the documented statuses, content types or schemas, any schema-invalid request accepted or a
 /// missing auth accepted fails the test. Not checked: `positive_data_acceptance`, because a
 /// schema-valid request is still refused when it reuses a key with another payload (422), holds
-/// an integer beyond 2^53 (400) or cancels what has been dispatched (409) — rules no JSON Schema
+/// a number beyond ±2^53 (400) or cancels what has been dispatched (409) — rules no JSON Schema
 /// can state. The seed is fixed so that a finding reproduces; ONCEBOX_FUZZ_SEED picks another.
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_schema_violation() {

@@ -22,7 +22,7 @@ use crate::problem::Problem;
 /// Longest `?wait=`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
 
-/// Parses `Idempotency-Key`: a bare token or an RFC 8941 sf-string.
+/// Parses `Idempotency-Key` ([`oncebox_core::key::parse_key_header`]).
 fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
     let bad =
         |detail: String| Problem::new(StatusCode::BAD_REQUEST, detail).field("Idempotency-Key");
@@ -30,30 +30,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
         .get("idempotency-key")
         .ok_or_else(|| bad("the Idempotency-Key header is required".into()))?
         .to_str()
-        .map_err(|_| bad("Idempotency-Key must be printable ASCII".into()))?
-        .trim();
-    let key = if let Some(inner) = raw.strip_prefix('"') {
-        let inner = inner
-            .strip_suffix('"')
-            .ok_or_else(|| bad("unterminated sf-string".into()))?;
-        let mut out = String::with_capacity(inner.len());
-        let mut chars = inner.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => match chars.next() {
-                    Some(e @ ('"' | '\\')) => out.push(e),
-                    _ => return Err(bad("invalid escape in sf-string".into())),
-                },
-                '"' => return Err(bad("unescaped quote in sf-string".into())),
-                c => out.push(c),
-            }
-        }
-        out
-    } else {
-        raw.to_owned()
-    };
-    oncebox_core::validate_key(&key).map_err(|e| bad(format!("Idempotency-Key {e}")))?;
-    Ok(key)
+        .map_err(|_| bad("Idempotency-Key must be printable ASCII".into()))?;
+    oncebox_core::key::parse_key_header(raw).map_err(bad)
 }
 
 /// The submit body, checked field by field so that every error names its field.

@@ -90,18 +90,18 @@ pub(crate) async fn method_not_allowed() -> Problem {
 }
 
 /// Parses a request body as JSON read exactly ([`oncebox_core::json::parse`]): text that is
-/// not JSON names the field `body`; an integer beyond ±2^53 names its place in the body
+/// not JSON names the field `body`; a number beyond ±2^53 names its place in the body
 /// (`arguments/amount`), never rounded into a float.
 pub(crate) fn json_body(bytes: &[u8]) -> Result<serde_json::Value, Problem> {
     use oncebox_core::json::{JsonError, parse};
     parse(bytes).map_err(|e| {
         let field = match &e {
             JsonError::Syntax(_) => "body",
-            JsonError::UnsafeInteger { pointer } => pointer.trim_start_matches('/'),
+            JsonError::UnsafeNumber { pointer } => pointer.trim_start_matches('/'),
         };
         let detail = match &e {
             JsonError::Syntax(e) => format!("the body is not JSON: {e}"),
-            JsonError::UnsafeInteger { .. } => e.to_string(),
+            JsonError::UnsafeNumber { .. } => e.to_string(),
         };
         Problem::new(StatusCode::BAD_REQUEST, detail).field(if field.is_empty() {
             "body"

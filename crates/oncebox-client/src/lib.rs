@@ -136,7 +136,7 @@ impl std::fmt::Display for ApiProblem {
 pub struct Submit {
     /// A configured action.
     pub action: String,
-    /// The action's arguments (any JSON object; integers beyond 2^53 are refused).
+    /// The action's arguments (any JSON object; numbers beyond ±2^53 are refused).
     pub arguments: Value,
     /// The caller's business reference (an order id, say).
     #[serde(skip_serializing_if = "Option::is_none")]

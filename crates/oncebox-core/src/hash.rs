@@ -5,10 +5,11 @@
 //! it; any changed value does. It never includes the attempt number, time or transport ids.
 //!
 //! # Precision
-//! JCS serialises numbers as IEEE-754 doubles (RFC 8785 §3.2.2.3), so integers beyond 2^53
-//! (9,007,199,254,740,992) are rounded: `9007199254740993` and `9007199254740992` hash the same.
-//! Large identifiers and exact money amounts must travel as strings. [`find_unsafe_integer`]
-//! finds such numbers so that intake can refuse them instead of silently rounding.
+//! JCS serialises numbers as IEEE-754 doubles (RFC 8785 §3.2.2.3), so beyond 2^53
+//! (9,007,199,254,740,992) not every integer exists: `9007199254740993` and `9007199254740992`
+//! hash the same, and so do `7e20` and `700000000000000000001`. Large identifiers and exact
+//! money amounts must travel as strings. [`find_unsafe_number`] finds any number beyond ±2^53,
+//! however it is written, so that intake refuses it instead of silently rounding.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -29,14 +30,20 @@ pub fn request_hash(action: &str, arguments: &Value) -> String {
     hex::encode(Sha256::digest(canonical_json(&doc).as_bytes()))
 }
 
-/// The JSON pointer (RFC 6901) of the first integer in `value` whose magnitude exceeds 2^53,
-/// which JCS would round; `None` when every number is exact.
-pub fn find_unsafe_integer(value: &Value) -> Option<String> {
+/// The JSON pointer (RFC 6901) of the first number in `value` whose magnitude exceeds 2^53 —
+/// an integer JCS would round, or a float (`7e20`, which JCS writes as the integer
+/// `700000000000000000000`) beyond the range where doubles hold every integer; `None` when
+/// every number is within it. A `Value` holds integers beyond the 64-bit range as floats, so
+/// this one check covers them too.
+pub fn find_unsafe_number(value: &Value) -> Option<String> {
     find_pointer(value, &|v, _| match v {
         Value::Number(n) => {
             n.as_u64().is_some_and(|u| u > MAX_SAFE_INTEGER)
                 || n.as_i64()
                     .is_some_and(|i| i.unsigned_abs() > MAX_SAFE_INTEGER)
+                || (n.is_f64()
+                    && n.as_f64()
+                        .is_some_and(|f| f.abs() > MAX_SAFE_INTEGER as f64))
         }
         _ => false,
     })
@@ -102,7 +109,7 @@ mod tests {
         );
         assert_eq!(find_nul(&json!({"a": "fine", "b": [1, null]})), None);
         assert_eq!(
-            find_unsafe_integer(&json!({"a": [1, 9007199254740993_u64]})),
+            find_unsafe_number(&json!({"a": [1, 9007199254740993_u64]})),
             Some("/a/1".into())
         );
     }
@@ -193,12 +200,22 @@ mod tests {
             r#"{"ok": 9007199254740992, "x": [1, {"a/b": -9007199254740993}]}"#,
         )
         .expect("json");
-        assert_eq!(find_unsafe_integer(&v).as_deref(), Some("/x/1/a~1b"));
+        assert_eq!(find_unsafe_number(&v).as_deref(), Some("/x/1/a~1b"));
         assert_eq!(
-            find_unsafe_integer(&json!({"id": "9007199254740993", "n": 1.5e300})),
+            find_unsafe_number(&json!({"id": "9007199254740993", "n": 1.5e-300, "m": 2.5e15})),
             None
         );
-        assert_eq!(find_unsafe_integer(&json!(u64::MAX)).as_deref(), Some(""));
+        // Floats beyond 2^53 too: JCS writes 7e20 as an integer, and its neighbours alike.
+        assert_eq!(
+            find_unsafe_number(&json!({"f": 7e20})).as_deref(),
+            Some("/f")
+        );
+        assert_eq!(
+            find_unsafe_number(&json!([-1.5e300])).as_deref(),
+            Some("/0")
+        );
+        assert_eq!(find_unsafe_number(&json!(9007199254740992.0)), None);
+        assert_eq!(find_unsafe_number(&json!(u64::MAX)).as_deref(), Some(""));
     }
 
     #[test]

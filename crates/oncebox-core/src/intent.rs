@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::hash::{canonical_json, find_unsafe_integer};
+use crate::hash::{canonical_json, find_unsafe_number};
 use crate::key::{validate_key, validate_token};
 
 /// Longest tenant id, in bytes.
@@ -23,9 +23,9 @@ pub struct NewIntent {
     pub idempotency_key: String,
     /// An operator-configured action name, such as `create_invoice`.
     pub action: String,
-    /// The action's arguments: a JSON object. Read JSON text with [`crate::json::parse`], not
-    /// `serde_json::from_str`: an integer literal beyond the 64-bit range is already a rounded
-    /// float in a `Value`, and only the text can tell it was an integer.
+    /// The action's arguments: a JSON object, with no number beyond ±2^53 (checked by
+    /// [`NewIntent::validate`]). Read JSON text with [`crate::json::parse`], which says where a
+    /// literal too large even for a double is.
     pub arguments: Value,
     /// The caller's own reference (order number), for search and reconciliation.
     pub business_ref: Option<String>,
@@ -98,10 +98,10 @@ impl NewIntent {
                 format!("must be a JSON object, not {}", kind(&self.arguments)),
             ));
         }
-        if let Some(pointer) = find_unsafe_integer(&self.arguments) {
+        if let Some(pointer) = find_unsafe_number(&self.arguments) {
             return Err(InvalidIntent::new(
                 format!("arguments{pointer}"),
-                crate::json::UNSAFE_INTEGER,
+                crate::json::UNSAFE_NUMBER,
             ));
         }
         if let Some(pointer) = crate::hash::find_nul(&self.arguments) {

@@ -2,29 +2,31 @@
 //! the bindings) parses with [`parse`], which refuses what a `serde_json::Value` cannot hold.
 //!
 //! serde_json (without `arbitrary_precision`) turns an integer literal beyond the 64-bit range
-//! into a float: `123456789012345678901234567890` becomes `1.2345678901234568e+29`, and once it
-//! is a [`Value`] nothing can tell it from a float the client wrote. [`parse`] therefore looks
-//! at the literals in the text itself and refuses every integer beyond ±2^53 — the same bound
-//! [`find_unsafe_integer`] applies to a `Value` — naming its JSON pointer. Numbers written with a
-//! fraction or an exponent (`1.5`, `1e30`) are floats by the client's own spelling and pass.
+//! into a float: `123456789012345678901234567890` becomes `1.2345678901234568e+29`. So the rule
+//! is on numbers, however written: any number beyond ±2^53 is refused, naming its JSON pointer
+//! ([`find_unsafe_number`], the same check a `Value` from the library gets) — beyond it doubles
+//! no longer hold every integer, and RFC 8785 would hash distinct values alike. Literals too
+//! large even for a double (`1e400`, a 400-digit integer), which serde_json refuses as "number
+//! out of range", are found in the text ([`find_unsafe_literal`]) and refused the same
+//! way.
 
 use std::fmt;
 
 use serde_json::Value;
 
-use crate::hash::{MAX_SAFE_INTEGER, find_unsafe_integer};
+use crate::hash::{MAX_SAFE_INTEGER, find_unsafe_number};
 
-/// What the refusal of an integer beyond ±2^53 says, wherever it is found.
-pub const UNSAFE_INTEGER: &str =
-    "integer beyond 2^53 would be rounded by the request hash (RFC 8785); send it as a string";
+/// What the refusal of a number beyond ±2^53 says, wherever it is found.
+pub const UNSAFE_NUMBER: &str = "number beyond ±2^53, which the request hash (RFC 8785) would \
+     round into another; send large ids and exact amounts as strings";
 
 /// Why JSON text was refused.
 #[derive(Debug)]
 pub enum JsonError {
     /// Not JSON at all.
     Syntax(serde_json::Error),
-    /// An integer literal beyond ±2^53 at this JSON pointer (RFC 6901; `""` is the document).
-    UnsafeInteger {
+    /// A number beyond ±2^53 at this JSON pointer (RFC 6901; `""` is the document).
+    UnsafeNumber {
         /// Where the integer is.
         pointer: String,
     },
@@ -35,7 +37,7 @@ impl JsonError {
     pub fn pointer(&self) -> Option<&str> {
         match self {
             JsonError::Syntax(_) => None,
-            JsonError::UnsafeInteger { pointer } => Some(pointer),
+            JsonError::UnsafeNumber { pointer } => Some(pointer),
         }
     }
 }
@@ -44,35 +46,35 @@ impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JsonError::Syntax(e) => write!(f, "not valid JSON: {e}"),
-            JsonError::UnsafeInteger { .. } => f.write_str(UNSAFE_INTEGER),
+            JsonError::UnsafeNumber { .. } => f.write_str(UNSAFE_NUMBER),
         }
     }
 }
 
 impl std::error::Error for JsonError {}
 
-/// Parses JSON text, refusing integer literals beyond ±2^53 of any size (see the module).
+/// Parses JSON text, refusing numbers beyond ±2^53 of any size and spelling (see the module).
 ///
 /// # Errors
-/// [`JsonError::Syntax`] for text that is not JSON, [`JsonError::UnsafeInteger`] naming the
-/// first such integer.
+/// [`JsonError::Syntax`] for text that is not JSON, [`JsonError::UnsafeNumber`] naming the
+/// first such number.
 pub fn parse(text: &[u8]) -> Result<Value, JsonError> {
     let value: Value = match serde_json::from_slice(text) {
         Ok(value) => value,
-        // serde_json refuses integers beyond f64's range as "number out of range": the client
-        // is better told to send it as a string.
+        // serde_json refuses integers beyond a double's range as "number out of range": the
+        // client is better told to send it as a string.
         Err(e) => {
-            return Err(match find_unsafe_integer_literal(text) {
-                Some(pointer) => JsonError::UnsafeInteger { pointer },
+            return Err(match find_unsafe_number_literal(text) {
+                Some(pointer) => JsonError::UnsafeNumber { pointer },
                 None => JsonError::Syntax(e),
             });
         }
     };
     // Integers within the 64-bit range are still integers in the Value; beyond it only the
     // text knows.
-    let pointer = find_unsafe_integer(&value).or_else(|| find_unsafe_integer_literal(text));
+    let pointer = find_unsafe_number(&value).or_else(|| find_unsafe_number_literal(text));
     match pointer {
-        Some(pointer) => Err(JsonError::UnsafeInteger { pointer }),
+        Some(pointer) => Err(JsonError::UnsafeNumber { pointer }),
         None => Ok(value),
     }
 }
@@ -85,10 +87,10 @@ enum Frame {
     Array(usize),
 }
 
-/// The JSON pointer of the first integer literal (no fraction, no exponent) in `text` whose
-/// magnitude exceeds 2^53; `None` when there is none. `text` should be JSON that serde_json
+/// The JSON pointer of the first number literal in `text` whose magnitude exceeds 2^53 (an
+/// integer of any length, or a float up to infinity); `None` when there is none. `text` should be JSON that serde_json
 /// accepted: the scan checks no syntax.
-pub fn find_unsafe_integer_literal(text: &[u8]) -> Option<String> {
+pub fn find_unsafe_number_literal(text: &[u8]) -> Option<String> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut i = 0;
     while i < text.len() {
@@ -121,7 +123,7 @@ pub fn find_unsafe_integer_literal(text: &[u8]) -> Option<String> {
                     .iter()
                     .position(|b| !matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
                     .map_or(text.len(), |n| i + n);
-                if unsafe_integer(&text[i..end]) {
+                if unsafe_literal(&text[i..end]) {
                     return Some(pointer(&stack));
                 }
                 i = end;
@@ -147,11 +149,15 @@ fn string_end(text: &[u8], start: usize) -> usize {
     text.len()
 }
 
-/// Whether a number literal is an integer (no fraction, no exponent) beyond ±2^53.
-fn unsafe_integer(literal: &[u8]) -> bool {
+/// Whether a number literal's magnitude exceeds 2^53: an integer exactly, a float by its
+/// value as a double (`1e400` is infinite).
+fn unsafe_literal(literal: &[u8]) -> bool {
     let digits = literal.strip_prefix(b"-").unwrap_or(literal);
     if !digits.iter().all(u8::is_ascii_digit) {
-        return false;
+        return std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse::<f64>().ok())
+            .is_some_and(|f| f.abs() > MAX_SAFE_INTEGER as f64);
     }
     // u128 holds 38 digits; anything longer is far beyond 2^53.
     digits.len() > 38
@@ -181,7 +187,7 @@ mod tests {
 
     fn refused(text: &str) -> Option<String> {
         match parse(text.as_bytes()) {
-            Err(JsonError::UnsafeInteger { pointer }) => Some(pointer),
+            Err(JsonError::UnsafeNumber { pointer }) => Some(pointer),
             Err(e) => panic!("{text}: {e}"),
             Ok(_) => None,
         }
@@ -220,10 +226,22 @@ mod tests {
     }
 
     #[test]
-    fn exact_numbers_floats_and_strings_pass() {
+    fn floats_beyond_2_pow_53_are_refused_whatever_their_spelling() {
+        for (text, want) in [
+            (r#"{"f": 7e20}"#, "/f"),
+            (r#"{"f": [1.5e300]}"#, "/f/0"),
+            (r#"{"h": 123456789012345678901234567890.0}"#, "/h"),
+            (r#"{"f": 1e400}"#, "/f"),
+        ] {
+            assert_eq!(refused(text).as_deref(), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn exact_numbers_small_floats_and_strings_pass() {
         for text in [
             r#"{"n": 9007199254740992, "m": -9007199254740992}"#,
-            r#"{"f": 1.5e300, "g": 1E30, "h": 123456789012345678901234567890.0}"#,
+            r#"{"f": 1.5e-300, "g": 2.5E15, "h": 0.1, "i": 9007199254740992.0}"#,
             r#"{"s": "123456789012345678901234567890", "123456789012345678901234567890": 1}"#,
             r#"{"t": [true, false, null, -0, 0.1e-7]}"#,
         ] {

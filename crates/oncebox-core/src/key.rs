@@ -63,6 +63,38 @@ pub fn validate_token(value: &str, max: usize) -> Result<(), KeyError> {
     Ok(())
 }
 
+/// Parses the value of an `Idempotency-Key` header: a bare token, or an RFC 8941 sf-string
+/// (`"..."` with `\"` and `\\` escapes), surrounding spaces ignored; the key must then be
+/// valid ([`validate_key`]).
+///
+/// # Errors
+/// What is wrong, in words for a 400's detail.
+pub fn parse_key_header(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    let key = if let Some(inner) = raw.strip_prefix('"') {
+        let inner = inner
+            .strip_suffix('"')
+            .ok_or_else(|| "unterminated sf-string".to_owned())?;
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(e @ ('"' | '\\')) => out.push(e),
+                    _ => return Err("invalid escape in sf-string".into()),
+                },
+                '"' => return Err("unescaped quote in sf-string".into()),
+                c => out.push(c),
+            }
+        }
+        out
+    } else {
+        raw.to_owned()
+    };
+    validate_key(&key).map_err(|e| format!("Idempotency-Key {e}"))?;
+    Ok(key)
+}
+
 /// A key for "this version of this business object, acted on by this action, for this tenant":
 /// lowercase hex SHA-256 of `tenant|action|business_id|version`.
 ///
@@ -83,7 +115,7 @@ pub fn business_key(tenant: &str, action: &str, business_id: &str, version: &str
 /// lowercase hex SHA-256 of `session:step:tool:` followed by the JCS form of `arguments`.
 ///
 /// A replayed step of the same session (an orchestrator restarted mid-run) gets the same key.
-/// Integers beyond 2^53 lose precision under JCS; pass such values as strings.
+/// Numbers beyond ±2^53 lose precision under JCS; pass such values as strings.
 pub fn step_key(session: &str, step: u64, tool: &str, arguments: &serde_json::Value) -> String {
     let mut h = Sha256::new();
     h.update(format!("{session}:{step}:{tool}:").as_bytes());

@@ -11,12 +11,14 @@
 //! - [`outcome`]: the closed set of delivery outcomes.
 //! - [`redact`]: redaction rules applied before anything is stored.
 //! - [`intent`]: the validated shape of a new intent.
-//! - [`json`]: JSON text read exactly (integer literals beyond ±2^53 refused, not rounded).
+//! - [`json`]: JSON text read exactly (numbers beyond ±2^53 refused, not rounded).
 //! - [`config`]: the operator's TOML configuration (actions, destinations, redaction).
+//! - [`fuzzing`]: the bodies of the fuzz targets (also run over their corpus by the tests).
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 
 pub mod config;
 pub mod duration;
+pub mod fuzzing;
 pub mod hash;
 pub mod intent;
 pub mod json;
