@@ -161,14 +161,17 @@ impl Bearer for reqwest::RequestBuilder {
     }
 }
 
+/// A response header's value, when it is there and text.
+fn header(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 async fn answer(r: reqwest::Response) -> (StatusCode, Value, String) {
     let status = r.status();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let ct = header(&r, "content-type").unwrap_or_default();
     let body = r.text().await.expect("body");
     (
         status,
@@ -1227,11 +1230,7 @@ async fn a_flooding_token_is_limited_while_another_tenant_passes() {
                     .send()
                     .await
                     .expect("GET");
-                let retry_after = r
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
+                let retry_after = header(&r, "retry-after").and_then(|v| v.parse::<u64>().ok());
                 out.push((answer(r).await, retry_after));
             }
             out
@@ -1505,12 +1504,7 @@ async fn unknown_paths_and_wrong_methods_are_problem_json() {
         .send()
         .await
         .expect("DELETE");
-    let allow = r
-        .headers()
-        .get("allow")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let allow = header(&r, "allow").unwrap_or_default();
     assert!(allow.contains("POST"), "Allow: {allow:?}");
     problem(&answer(r).await, 405, "method");
     api.stop().await;
