@@ -224,3 +224,53 @@ fn the_readme_metrics_table_is_what_the_binaries_export() {
         "README metrics table vs the metric definitions"
     );
 }
+
+/// The security and operations documents prove their claims by naming tests: every test they
+/// name exists (a renamed test would leave a claim unproven without anyone noticing).
+#[test]
+fn every_test_the_docs_cite_exists() {
+    let mut sources = Vec::new();
+    for dir in ["crates", "tests"] {
+        files(&root().join(dir), ".rs", &mut sources);
+    }
+    let defined: BTreeSet<String> = sources
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .expect("source")
+                .lines()
+                .filter_map(|l| {
+                    let l = l.trim_start();
+                    let l = l.strip_prefix("async ").unwrap_or(l);
+                    l.strip_prefix("fn ")
+                        .and_then(|rest| rest.split(['(', '<']).next())
+                        .map(str::to_owned)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut cited = 0;
+    for doc in ["docs/security.md", "docs/operations.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).expect(doc);
+        for name in text.split('`').skip(1).step_by(2) {
+            // Test names: snake_case with at least four words (not a command, a flag, a path or
+            // a metric, whose names start with `oncebox_`).
+            let looks_like_a_test = name.split('_').count() >= 4
+                && !name.starts_with("oncebox_")
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if looks_like_a_test {
+                cited += 1;
+                assert!(
+                    defined.contains(name),
+                    "{doc} cites `{name}`, which no test defines"
+                );
+            }
+        }
+    }
+    assert!(
+        cited >= 20,
+        "the documents cite their tests ({cited} found)"
+    );
+}

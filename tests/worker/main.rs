@@ -15,3 +15,4 @@ mod ops;
 mod probes;
 mod reconciliation;
 mod scaling;
+mod secrets;

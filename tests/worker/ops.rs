@@ -231,3 +231,58 @@ async fn an_operator_retry_resends_the_original_request_with_the_next_attempt_nu
     );
     env.drop_db().await;
 }
+
+/// docs/operations.md, "Restoring a backup": a restored database may hold as queued a delivery
+/// that was sent after the backup was taken. Sent blind it has a second effect (the control);
+/// after `oncebox ops restored` the worker looks it up first and finds the effect.
+#[tokio::test]
+async fn after_a_restore_queued_deliveries_are_looked_up_not_sent_blind() {
+    let rx = receiver(false).await;
+    let env = Env::new("restored", &reconcile_config(&rx, "30s")).await;
+    oncebox_delivery::install_crypto_provider();
+    // What a worker did after the backup: the receiver executed the intent, the restored
+    // database does not know.
+    let sent_after_backup = |key: &'static str, n: u32| {
+        let url = rx.url();
+        async move {
+            let r = reqwest::Client::new()
+                .post(url)
+                .header("Idempotency-Key", key)
+                .header("Content-Type", "application/json")
+                .body(json!({"n": n}).to_string())
+                .send()
+                .await
+                .expect("receiver");
+            assert!(r.status().is_success());
+        }
+    };
+    env.intent("control", json!({"n": 1})).await;
+    sent_after_backup("control", 1).await;
+    let worker = env.worker("w1", &[], "5s");
+    env.wait_status("control", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(
+        rx.effects().get("control"),
+        Some(&2),
+        "sent blind: a second effect"
+    );
+
+    env.intent("restored", json!({"n": 2})).await;
+    sent_after_backup("restored", 2).await;
+    let (code, marked, err) = ops(&env, &["restored"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(marked["marked"], 1);
+    let worker = env.worker("w2", &[], "5s");
+    env.wait_status("restored", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(
+        rx.effects().get("restored"),
+        Some(&1),
+        "looked up: no second effect"
+    );
+    assert_eq!(
+        reports(&env, "restored").await,
+        ["previous_outcome_unknown", "lookup_found"]
+    );
+    env.drop_db().await;
+}

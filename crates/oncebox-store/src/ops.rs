@@ -388,6 +388,20 @@ pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Inten
     .await
 }
 
+/// After restoring a backup, before any worker starts: marks every queued delivery as possibly
+/// sent (dispatched), since it may have been delivered after the backup was taken. Workers then
+/// look each up, re-send it with its key, or hand it to a person, per its destination's
+/// idempotency mode — never send it blind. Returns how many were marked.
+///
+/// # Errors
+/// The database's error.
+pub async fn mark_restored(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(sql::OPS_RESTORED)
+        .execute(db)
+        .await?
+        .rows_affected())
+}
+
 /// Removes terminal intents completed more than `older_than` ago, with their retry reports.
 ///
 /// # Errors

@@ -65,6 +65,8 @@ statements! {
     OPS_CANCEL_CHECK = "ops_cancel_check.sql";
     /// Ops: cancel.
     OPS_CANCEL = "ops_cancel.sql";
+    /// Ops: after a restore, every queued delivery counts as possibly sent.
+    OPS_RESTORED = "ops_restored.sql";
     /// Ops: retention purge.
     OPS_PURGE = "ops_purge.sql";
     /// Ops: intents per status.

@@ -61,7 +61,8 @@ pub(crate) enum Command {
     /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
     #[command(after_help = EXIT_CODES)]
     Serve(ServeArgs),
-    /// Operate on intents and API tokens: list, show, retry, resolve, cancel, purge, stats, token.
+    /// Operate on intents and API tokens: list, show, retry, resolve, cancel, purge, stats,
+    /// restored, token.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
@@ -164,6 +165,11 @@ pub(crate) enum OpsCommand {
     /// depths read from RabbitMQ (with AMQP_URL).
     #[command(after_help = EXIT_CODES)]
     Stats(OpsStatsArgs),
+    /// After restoring a backup, before any worker starts: mark every queued delivery as possibly
+    /// sent, so that workers look it up, re-send it with its key or hand it to a person (per
+    /// destination) instead of sending it blind. See docs/operations.md, "Restoring a backup".
+    #[command(after_help = EXIT_CODES)]
+    Restored(OpsRestoredArgs),
     /// API tokens.
     #[command(subcommand, after_help = EXIT_CODES)]
     Token(TokenCommand),
@@ -420,6 +426,12 @@ pub(crate) struct OpsResolveArgs {
     /// Why (required with --failed).
     #[arg(long)]
     pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsRestoredArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
 }
 
 #[derive(Debug, Args)]

@@ -64,6 +64,19 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
             .await
         }
         OpsCommand::Purge(a) => purge(a, json_out).await,
+        OpsCommand::Restored(a) => {
+            let pool = connect(&a.db, 1).await?;
+            let marked = ops::mark_restored(&pool).await?;
+            if json_out {
+                println!("{}", json!({ "marked": marked }));
+            } else {
+                println!(
+                    "{marked} queued deliveries marked as possibly sent: workers will look them \
+                     up, re-send them with their keys or hand them to a person"
+                );
+            }
+            Ok(())
+        }
         OpsCommand::Token(TokenCommand::Create(a)) => token_create(a, json_out).await,
         OpsCommand::Token(TokenCommand::Revoke(a)) => token_revoke(a, json_out).await,
         OpsCommand::Token(TokenCommand::List(a)) => token_list(a, json_out).await,
