@@ -28,7 +28,8 @@ pub use oncebox_core::Status;
 pub mod transactional {
     pub use oncebox_core::NewIntent;
     pub use oncebox_core::config::Config;
-    pub use oncebox_store::{Intake, SubmitError, Submitted};
+    pub use oncebox_core::redact::RedactionKeys;
+    pub use oncebox_store::{Intake, MissingRedactionKey, SubmitError, Submitted};
 }
 
 /// The README's Rust examples, compiled as doctests so that they cannot drift from the API.
