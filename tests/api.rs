@@ -646,6 +646,17 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
         400,
         "reason",
     );
+    // A reference with a failed resolution would be dropped: refused, as in `oncebox ops`.
+    problem(
+        &answer(
+            resolve(json!({"succeeded": false, "reason": "r", "reference": "INV-1"}))
+                .await
+                .expect("r"),
+        )
+        .await,
+        400,
+        "reference",
+    );
     let done = answer(
         resolve(json!({"succeeded": true, "reference": "INV-1"}))
             .await

@@ -191,6 +191,13 @@ pub(crate) async fn ops_resolve(
         (Some(true), _) => oncebox_store::ops::Resolution::Succeeded {
             reference: reference.map(str::to_owned),
         },
+        (Some(false), _) if reference.is_some() => {
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "a reference belongs to a succeeded resolution only",
+            )
+            .field("reference"));
+        }
         (Some(false), Some(reason)) if !reason.is_empty() => {
             oncebox_store::ops::Resolution::Failed {
                 reason: reason.to_owned(),

@@ -38,7 +38,7 @@ pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
     release, renew,
 };
-pub use submit::{Intake, MissingRedactionKey, Submitted};
+pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 
 /// The NOTIFY channel that wakes idle workers when outbox rows appear. The one definition: SQL

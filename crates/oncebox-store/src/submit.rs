@@ -34,6 +34,17 @@ struct Inserted {
     created_at: DateTime<Utc>,
 }
 
+/// An intent as the journal records it ([`Intake::recorded`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The arguments after redaction.
+    pub payload: Value,
+    /// Whether redaction changed them.
+    pub redacted: bool,
+    /// The request hash over the action and the redacted arguments.
+    pub request_hash: String,
+}
+
 /// An action redacts a field by `hash` and no redaction key was given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -102,6 +113,41 @@ impl Intake {
             actions,
             keys: keys.map(Arc::new),
             notify: true,
+        })
+    }
+
+    /// The redaction rules of `action`.
+    fn rules(&self, action: &str) -> Result<&[RedactRule], InvalidIntent> {
+        self.actions.get(action).map(Vec::as_slice).ok_or_else(|| {
+            let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
+            InvalidIntent::new(
+                "action",
+                format!(
+                    "no action named {action:?} is configured (configured: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+        })
+    }
+
+    /// What an intent of `action` with `arguments` is recorded as: the arguments redacted by the
+    /// action's rules (keyed with the current key) and the request hash over them — exactly what
+    /// [`Intake::submit`] stores and compares, and what `oncebox hash --config` prints.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming `action` when it is not configured.
+    pub fn recorded(&self, action: &str, arguments: &Value) -> Result<Recorded, InvalidIntent> {
+        let mut payload = arguments.clone();
+        let redacted = redact::apply(&mut payload, self.rules(action)?, self.hash_with());
+        let request_hash = request_hash(action, &payload);
+        Ok(Recorded {
+            payload,
+            redacted,
+            request_hash,
         })
     }
 
@@ -205,24 +251,12 @@ impl Intake {
         intent: NewIntent,
     ) -> Result<Submitted, SubmitError> {
         intent.validate()?;
-        let rules = self.actions.get(&intent.action).ok_or_else(|| {
-            let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
-            InvalidIntent::new(
-                "action",
-                format!(
-                    "no action named {:?} is configured (configured: {})",
-                    intent.action,
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            )
-        })?;
-        let mut payload = intent.arguments.clone();
-        let redacted = redact::apply(&mut payload, rules, self.hash_with());
-        let hash = request_hash(&intent.action, &payload);
+        let rules = self.rules(&intent.action)?;
+        let Recorded {
+            payload,
+            redacted,
+            request_hash: hash,
+        } = self.recorded(&intent.action, &intent.arguments)?;
         let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
         // Postgres keeps microseconds: truncate here so the stored deadline is the one returned.
         let deadline: Option<DateTime<Utc>> = intent

@@ -40,19 +40,6 @@ pub(crate) fn redaction_keys() -> Result<Option<redact::RedactionKeys>, CliError
     redact::RedactionKeys::from_env().map_err(|e| CliError::usage(redact::RedactionKeys::ENV, e))
 }
 
-fn missing_key(action: &str, rules: &[redact::RedactRule]) -> CliError {
-    let pointer = rules
-        .iter()
-        .find(|r| r.mode == redact::RedactMode::Hash)
-        .map(|r| r.pointer.clone())
-        .unwrap_or_default();
-    let e = oncebox_store::MissingRedactionKey {
-        action: action.to_owned(),
-        pointer,
-    };
-    CliError::usage(redact::RedactionKeys::ENV, e.to_string())
-}
-
 /// The intake for `config`, hashing with the keys of the environment; refused (exit 2, naming
 /// the variable) when a rule hashes and no key is set.
 pub(crate) fn intake(config: &Config) -> Result<Intake, CliError> {
@@ -134,29 +121,17 @@ pub(crate) async fn submit(args: SubmitArgs, json: bool) -> CliResult {
 
 pub(crate) fn hash(args: HashArgs, json: bool) -> CliResult {
     let mut arguments = read_arguments(&args.arguments)?;
-    if let Some(path) = &args.config {
-        let config = load_config(path)?;
-        let action = config.action(&args.action).ok_or_else(|| {
-            CliError::usage(
-                "action",
-                format!(
-                    "action: no action named {:?} in {}",
-                    args.action,
-                    path.display()
-                ),
-            )
-        })?;
-        let keys = redaction_keys()?;
-        let with = match &keys {
-            Some(k) => redact::HashWith::Key(k.current()),
-            None if redact::needs_key(&action.redact) => {
-                return Err(missing_key(&args.action, &action.redact));
-            }
-            None => redact::HashWith::LegacySha256, // no rule hashes: never used
-        };
-        redact::apply(&mut arguments, &action.redact, with);
-    }
-    let hash = request_hash(&args.action, &arguments);
+    // With a config: exactly what a submit would record (the intake's own redaction and hash).
+    let hash = match &args.config {
+        Some(path) => {
+            let recorded = intake(&load_config(path)?)?
+                .recorded(&args.action, &arguments)
+                .map_err(|e| CliError::usage("action", format!("{}: {e}", path.display())))?;
+            arguments = recorded.payload;
+            recorded.request_hash
+        }
+        None => request_hash(&args.action, &arguments),
+    };
     if json {
         println!(
             "{}",
