@@ -11,6 +11,7 @@
 //! - [`outcome`]: the closed set of delivery outcomes.
 //! - [`redact`]: redaction rules applied before anything is stored.
 //! - [`intent`]: the validated shape of a new intent.
+//! - [`intake`]: what an intent is recorded as (redacted, hashed) and when a resubmit is a replay.
 //! - [`json`]: JSON text read exactly (numbers beyond ±2^53 refused, not rounded).
 //! - [`config`]: the operator's TOML configuration (actions, destinations, redaction).
 //! - [`fuzzing`]: the bodies of the fuzz targets (also run over their corpus by the tests).
@@ -20,6 +21,7 @@ pub mod config;
 pub mod duration;
 pub mod fuzzing;
 pub mod hash;
+pub mod intake;
 pub mod intent;
 pub mod json;
 pub mod key;

@@ -1,7 +1,7 @@
 //! oncebox's Postgres store: schema migrations, the journal (`oncebox.intents`), the outbox and
 //! the transactional submit.
 //!
-//! All SQL lives in `queries/*.sql` beside this crate (see [`sql`]) and is checked at run time
+//! All SQL lives in `queries/*.sql` of the `oncebox-sql` crate (re-exported as [`sql`]) and is checked at run time
 //! (`query_as`), with every statement covered by a test against a real Postgres. Migrations are
 //! the workspace's top-level `migrations/`, embedded at compile time. Functions that run one
 //! statement take any executor (`&PgPool`, `&mut PgConnection`, a transaction), so callers need
@@ -16,10 +16,12 @@ pub mod ops;
 mod queue;
 mod record;
 pub mod scratch;
-pub mod sql;
 mod submit;
 pub mod tokens;
 mod wake;
+
+/// Every statement the store runs, as text (the `oncebox-sql` crate).
+pub use oncebox_sql as sql;
 
 use std::time::Duration;
 
@@ -41,13 +43,7 @@ pub use record::{
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 
-/// The NOTIFY channel that wakes idle workers when outbox rows appear. The one definition: SQL
-/// statements take it as a parameter.
-pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
-
-/// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents settled.
-/// The one definition: SQL statements take it as a parameter.
-pub const DONE_CHANNEL: &str = "oncebox_intent_done";
+pub use oncebox_sql::{DONE_CHANNEL, OUTBOX_CHANNEL};
 
 /// Opens a pool to `database_url` with server-side guards: statements may run at most 30 s
 /// (`statement_timeout`), and a transaction left idle for 60 s is ended by the server

@@ -2,15 +2,14 @@
 //! journal row and outbox row in the caller's transaction → on a key that exists, replay or
 //! conflict.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use chrono::DurationRound;
 use chrono::{DateTime, Utc};
 use oncebox_core::config::Config;
+use oncebox_core::intake::Rules;
+pub use oncebox_core::intake::{MissingRedactionKey, Recorded};
 use oncebox_core::intent::InvalidIntent;
-use oncebox_core::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
-use oncebox_core::{NewIntent, Status, request_hash};
+use oncebox_core::redact::{RedactRule, RedactionKeys};
+use oncebox_core::{NewIntent, Status};
 use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Transaction};
@@ -34,39 +33,13 @@ struct Inserted {
     created_at: DateTime<Utc>,
 }
 
-/// An intent as the journal records it ([`Intake::recorded`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    /// The arguments after redaction.
-    pub payload: Value,
-    /// Whether redaction changed them.
-    pub redacted: bool,
-    /// The request hash over the action and the redacted arguments.
-    pub request_hash: String,
-}
-
-/// An action redacts a field by `hash` and no redaction key was given.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "action {action:?} redacts {pointer} by hash, which needs a secret key: set {} to \
-     `id:secret` (at least {} bytes of secret; see docs/security.md)",
-    RedactionKeys::ENV,
-    redact::MIN_SECRET_BYTES
-)]
-pub struct MissingRedactionKey {
-    /// The action whose rule hashes.
-    pub action: String,
-    /// The rule's pointer.
-    pub pointer: String,
-}
-
-/// Accepts intents for the configured actions.
+/// Accepts intents for the configured actions: the rules of [`oncebox_core::intake::Rules`]
+/// (shared with the Python binding), written with [`crate::sql::SUBMIT`].
 ///
 /// Cheap to share: build one at start-up and call [`Intake::submit`] from every request.
 #[derive(Debug, Clone)]
 pub struct Intake {
-    actions: BTreeMap<String, Vec<RedactRule>>,
-    keys: Option<Arc<RedactionKeys>>,
+    rules: Rules,
     notify: bool,
 }
 
@@ -77,13 +50,7 @@ impl Intake {
     /// # Errors
     /// [`MissingRedactionKey`] when a rule hashes and `keys` is `None`: refuse to start.
     pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
-        Self::from_actions(
-            config
-                .actions
-                .iter()
-                .map(|(name, a)| (name.clone(), a.redact.clone())),
-            keys,
-        )
+        Ok(Self::with_rules(Rules::new(config, keys)?))
     }
 
     /// An intake for the given actions and redaction rules, hashing with `keys`.
@@ -94,99 +61,29 @@ impl Intake {
         actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>,
         keys: Option<RedactionKeys>,
     ) -> Result<Self, MissingRedactionKey> {
-        let actions: BTreeMap<String, Vec<RedactRule>> = actions.into_iter().collect();
-        if keys.is_none() {
-            let hashing = actions.iter().find_map(|(action, rules)| {
-                rules
-                    .iter()
-                    .find(|r| r.mode == redact::RedactMode::Hash)
-                    .map(|r| (action, r))
-            });
-            if let Some((action, rule)) = hashing {
-                return Err(MissingRedactionKey {
-                    action: action.clone(),
-                    pointer: rule.pointer.clone(),
-                });
-            }
-        }
-        Ok(Intake {
-            actions,
-            keys: keys.map(Arc::new),
+        Ok(Self::with_rules(Rules::from_actions(actions, keys)?))
+    }
+
+    /// An intake applying `rules`.
+    pub fn with_rules(rules: Rules) -> Self {
+        Intake {
+            rules,
             notify: true,
-        })
+        }
     }
 
-    /// The redaction rules of `action`.
-    fn rules(&self, action: &str) -> Result<&[RedactRule], InvalidIntent> {
-        self.actions.get(action).map(Vec::as_slice).ok_or_else(|| {
-            let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
-            InvalidIntent::new(
-                "action",
-                format!(
-                    "no action named {action:?} is configured (configured: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            )
-        })
-    }
-
-    /// What an intent of `action` with `arguments` is recorded as: the arguments redacted by the
-    /// action's rules (keyed with the current key) and the request hash over them — exactly what
+    /// What an intent of `action` with `arguments` is recorded as ([`Rules::recorded`]): what
     /// [`Intake::submit`] stores and compares, and what `oncebox hash --config` prints.
     ///
     /// # Errors
     /// [`InvalidIntent`] naming `action` when it is not configured.
     pub fn recorded(&self, action: &str, arguments: &Value) -> Result<Recorded, InvalidIntent> {
-        let mut payload = arguments.clone();
-        let redacted = redact::apply(&mut payload, self.rules(action)?, self.hash_with());
-        let request_hash = request_hash(action, &payload);
-        Ok(Recorded {
-            payload,
-            redacted,
-            request_hash,
-        })
-    }
-
-    /// How `rules` hash new intents: with the current key (there is one whenever a rule
-    /// hashes: the constructors check).
-    fn hash_with(&self) -> HashWith<'_> {
-        self.keys
-            .as_deref()
-            .map_or(HashWith::LegacySha256, |k| HashWith::Key(k.current()))
-    }
-
-    /// The request hash of `arguments` redacted the way the journal's `payload` was, when that
-    /// was with a key other than the current one (rotated since) or before keys: a replay of an
-    /// intent recorded then must still be recognised. `None` when there is nothing else to try.
-    fn hash_as_recorded(
-        &self,
-        action: &str,
-        arguments: &Value,
-        rules: &[RedactRule],
-        payload: &Value,
-    ) -> Option<String> {
-        let with = match redact::key_used(payload, rules)? {
-            KeyUsed::LegacySha256 => HashWith::LegacySha256,
-            KeyUsed::Key(id) => {
-                let keys = self.keys.as_deref()?;
-                if id == keys.current().id() {
-                    return None;
-                }
-                HashWith::Key(keys.get(&id)?)
-            }
-        };
-        let mut redacted = arguments.clone();
-        redact::apply(&mut redacted, rules, with);
-        Some(request_hash(action, &redacted))
+        self.rules.recorded(action, arguments)
     }
 
     /// The names of the actions this intake accepts, in order.
     pub fn actions(&self) -> impl Iterator<Item = &str> {
-        self.actions.keys().map(String::as_str)
+        self.rules.actions()
     }
 
     /// Whether submits may NOTIFY waiting workers (default true). They do so only while a worker
@@ -250,13 +147,11 @@ impl Intake {
         conn: &mut PgConnection,
         intent: NewIntent,
     ) -> Result<Submitted, SubmitError> {
-        intent.validate()?;
-        let rules = self.rules(&intent.action)?;
         let Recorded {
             payload,
             redacted,
             request_hash: hash,
-        } = self.recorded(&intent.action, &intent.arguments)?;
+        } = self.rules.prepare(&intent)?;
         let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
         // Postgres keeps microseconds: truncate here so the stored deadline is the one returned.
         let deadline: Option<DateTime<Utc>> = intent
@@ -316,10 +211,13 @@ impl Intake {
                 ))
             })?;
         tracing::Span::current().record("intent_id", existing.id);
-        if existing.request_hash != hash
-            && self.hash_as_recorded(&intent.action, &intent.arguments, rules, &existing.payload)
-                != Some(existing.request_hash.clone())
-        {
+        if !self.rules.is_replay(
+            &intent.action,
+            &intent.arguments,
+            &hash,
+            &existing.request_hash,
+            &existing.payload,
+        ) {
             return Err(SubmitError::KeyConflict {
                 idempotency_key: intent.idempotency_key,
                 existing_id: existing.id,

@@ -1,10 +1,13 @@
 -- Submit: the journal row and its deliver-phase outbox row in one statement, inside the
 -- caller's transaction. Inserts nothing when (tenant_id, idempotency_key) already exists; the
--- caller then reads that row and compares hashes. $10 holds the original arguments only when
--- redaction changed them (the journal's payload $5 is then the redacted form). When $11 is true and a worker is waiting
--- (oncebox.waiting_workers), it is woken with NOTIFY on channel $12, delivered at commit (never
--- on rollback); the NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE
--- always runs to completion. Returns only what the caller does not already have.
+-- caller then reads that row and compares hashes. Parameters, in order: tenant, key, action,
+-- request hash, payload (redacted), business_ref, run_id, step, deadline; the tenth holds the
+-- original arguments only when redaction changed them; when the eleventh is true and a worker
+-- is waiting (oncebox.waiting_workers), it is woken with NOTIFY on the channel named by the
+-- twelfth, delivered at commit (never on rollback). The NOTIFY sits in the outbox insert's
+-- RETURNING because a data-modifying CTE always runs to completion. Returns only what the
+-- caller does not already have. The Python binding runs this text too (no placeholder may
+-- appear in a comment: see oncebox_sql::pyformat).
 WITH intent AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, idempotency_key, action, request_hash, payload,

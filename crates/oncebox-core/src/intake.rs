@@ -1,0 +1,280 @@
+//! What an intent is recorded as, decided once for every language: the action must be
+//! configured, its redaction rules applied (keyed with the current redaction key), and the
+//! request hash taken over the redacted arguments; on a key that already exists, whether the
+//! new request is a replay of the recorded one (also across a rotation of redaction keys).
+//!
+//! The Rust store (`oncebox_store::Intake`) and the Python binding both call this: neither
+//! re-implements a rule.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::intent::{InvalidIntent, NewIntent};
+use crate::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
+use crate::request_hash;
+
+/// An intent as the journal records it ([`Rules::recorded`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The arguments after redaction.
+    pub payload: Value,
+    /// Whether redaction changed them.
+    pub redacted: bool,
+    /// The request hash over the action and the redacted arguments.
+    pub request_hash: String,
+}
+
+/// An action redacts a field by `hash` and no redaction key was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "action {action:?} redacts {pointer} by hash, which needs a secret key: set {} to \
+     `id:secret` (at least {} bytes of secret; see docs/security.md)",
+    RedactionKeys::ENV,
+    redact::MIN_SECRET_BYTES
+)]
+pub struct MissingRedactionKey {
+    /// The action whose rule hashes.
+    pub action: String,
+    /// The rule's pointer.
+    pub pointer: String,
+}
+
+/// The configured actions with their redaction rules, and the keys that hash.
+///
+/// Cheap to share (the keys are behind an `Arc`): build one at start-up.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    actions: BTreeMap<String, Vec<RedactRule>>,
+    keys: Option<Arc<RedactionKeys>>,
+}
+
+impl Rules {
+    /// The rules of the actions of `config`, hashing with `keys` (usually
+    /// [`RedactionKeys::from_env`]).
+    ///
+    /// # Errors
+    /// [`MissingRedactionKey`] when a rule hashes and `keys` is `None`: refuse to start.
+    pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
+        Self::from_actions(
+            config
+                .actions
+                .iter()
+                .map(|(name, a)| (name.clone(), a.redact.clone())),
+            keys,
+        )
+    }
+
+    /// The rules of the given actions, hashing with `keys`.
+    ///
+    /// # Errors
+    /// As [`Rules::new`].
+    pub fn from_actions(
+        actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>,
+        keys: Option<RedactionKeys>,
+    ) -> Result<Self, MissingRedactionKey> {
+        let actions: BTreeMap<String, Vec<RedactRule>> = actions.into_iter().collect();
+        if keys.is_none() {
+            let hashing = actions.iter().find_map(|(action, rules)| {
+                rules
+                    .iter()
+                    .find(|r| r.mode == redact::RedactMode::Hash)
+                    .map(|r| (action, r))
+            });
+            if let Some((action, rule)) = hashing {
+                return Err(MissingRedactionKey {
+                    action: action.clone(),
+                    pointer: rule.pointer.clone(),
+                });
+            }
+        }
+        Ok(Rules {
+            actions,
+            keys: keys.map(Arc::new),
+        })
+    }
+
+    /// The names of the configured actions, in order.
+    pub fn actions(&self) -> impl Iterator<Item = &str> {
+        self.actions.keys().map(String::as_str)
+    }
+
+    /// The redaction rules of `action`.
+    fn rules(&self, action: &str) -> Result<&[RedactRule], InvalidIntent> {
+        self.actions.get(action).map(Vec::as_slice).ok_or_else(|| {
+            let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
+            InvalidIntent::new(
+                "action",
+                format!(
+                    "no action named {action:?} is configured (configured: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+        })
+    }
+
+    /// Checks every field of `intent` and returns what it is recorded as: the first step of
+    /// every submit, in Rust and in Python.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming the field (bad key, non-object arguments, unknown action…).
+    pub fn prepare(&self, intent: &NewIntent) -> Result<Recorded, InvalidIntent> {
+        intent.validate()?;
+        self.recorded(&intent.action, &intent.arguments)
+    }
+
+    /// What an intent of `action` with `arguments` is recorded as: the arguments redacted by the
+    /// action's rules (keyed with the current key) and the request hash over them — exactly what
+    /// a submit stores and compares, and what `oncebox hash --config` prints.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming `action` when it is not configured.
+    pub fn recorded(&self, action: &str, arguments: &Value) -> Result<Recorded, InvalidIntent> {
+        let mut payload = arguments.clone();
+        let redacted = redact::apply(&mut payload, self.rules(action)?, self.hash_with());
+        let request_hash = request_hash(action, &payload);
+        Ok(Recorded {
+            payload,
+            redacted,
+            request_hash,
+        })
+    }
+
+    /// Whether a submit of `action` with `arguments`, whose key already names an intent
+    /// recorded with `recorded_hash` and `recorded_payload`, is a replay of it (the caller
+    /// returns that intent) rather than a conflict (the caller refuses and writes nothing).
+    ///
+    /// `submitted_hash` is this request's hash ([`Recorded::request_hash`]). The two hashes
+    /// differ for a replay only when the recorded intent was redacted with a key other than the
+    /// current one (rotated since) or before keys: its hash is then recomputed that way.
+    pub fn is_replay(
+        &self,
+        action: &str,
+        arguments: &Value,
+        submitted_hash: &str,
+        recorded_hash: &str,
+        recorded_payload: &Value,
+    ) -> bool {
+        submitted_hash == recorded_hash
+            || self.hash_as_recorded(action, arguments, recorded_payload)
+                == Some(recorded_hash.to_owned())
+    }
+
+    /// How new intents are hashed: with the current key (there is one whenever a rule hashes:
+    /// the constructors check).
+    fn hash_with(&self) -> HashWith<'_> {
+        self.keys
+            .as_deref()
+            .map_or(HashWith::LegacySha256, |k| HashWith::Key(k.current()))
+    }
+
+    /// The request hash of `arguments` redacted the way `payload` was, when that was with a key
+    /// other than the current one or before keys. `None` when there is nothing else to try.
+    fn hash_as_recorded(&self, action: &str, arguments: &Value, payload: &Value) -> Option<String> {
+        let rules = self.rules(action).ok()?;
+        let with = match redact::key_used(payload, rules)? {
+            KeyUsed::LegacySha256 => HashWith::LegacySha256,
+            KeyUsed::Key(id) => {
+                let keys = self.keys.as_deref()?;
+                if id == keys.current().id() {
+                    return None;
+                }
+                HashWith::Key(keys.get(&id)?)
+            }
+        };
+        let mut redacted = arguments.clone();
+        redact::apply(&mut redacted, rules, with);
+        Some(request_hash(action, &redacted))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::{RedactMode, RedactionKey};
+    use serde_json::json;
+
+    fn hashing_card(keys: Option<RedactionKeys>) -> Rules {
+        let rule = RedactRule {
+            pointer: "/card".into(),
+            mode: RedactMode::Hash,
+        };
+        Rules::from_actions([("pay".to_owned(), vec![rule])], keys).expect("keys given")
+    }
+
+    fn key(id: &str) -> RedactionKey {
+        RedactionKey::new(id, id.repeat(32)).expect("valid key")
+    }
+
+    #[test]
+    fn a_hashing_rule_without_keys_is_refused_naming_action_and_pointer() {
+        let rule = RedactRule {
+            pointer: "/card".into(),
+            mode: RedactMode::Hash,
+        };
+        let err = Rules::from_actions([("pay".to_owned(), vec![rule])], None).expect_err("no keys");
+        assert_eq!(
+            (err.action.as_str(), err.pointer.as_str()),
+            ("pay", "/card")
+        );
+    }
+
+    #[test]
+    fn prepare_checks_the_intent_then_the_action() {
+        let rules = hashing_card(Some(RedactionKeys::new(key("a"), [])));
+        let bad_key = NewIntent::new("t", "has space", "pay", json!({}));
+        assert_eq!(
+            rules.prepare(&bad_key).expect_err("bad key").field,
+            "idempotency_key"
+        );
+        let unknown = NewIntent::new("t", "k", "refund", json!({}));
+        let err = rules.prepare(&unknown).expect_err("unknown action");
+        assert_eq!(err.field, "action");
+        assert!(err.reason.contains("configured: pay"), "{}", err.reason);
+        let ok = rules
+            .prepare(&NewIntent::new("t", "k", "pay", json!({"card": "4111"})))
+            .expect("valid");
+        assert!(ok.redacted);
+        assert_ne!(ok.payload["card"], json!("4111"));
+    }
+
+    #[test]
+    fn a_replay_is_recognised_across_a_key_rotation_and_a_changed_request_is_not() {
+        let before = hashing_card(Some(RedactionKeys::new(key("a"), [])));
+        let args = json!({"card": "4111", "amount": 5});
+        let recorded = before.recorded("pay", &args).expect("configured");
+
+        let after = hashing_card(Some(RedactionKeys::new(key("b"), [key("a")])));
+        let now = after.recorded("pay", &args).expect("configured");
+        assert_ne!(
+            now.request_hash, recorded.request_hash,
+            "hashed with the new key"
+        );
+        assert!(after.is_replay(
+            "pay",
+            &args,
+            &now.request_hash,
+            &recorded.request_hash,
+            &recorded.payload
+        ));
+
+        let other = json!({"card": "4111", "amount": 6});
+        let other_hash = after
+            .recorded("pay", &other)
+            .expect("configured")
+            .request_hash;
+        assert!(!after.is_replay(
+            "pay",
+            &other,
+            &other_hash,
+            &recorded.request_hash,
+            &recorded.payload
+        ));
+    }
+}

@@ -1,0 +1,232 @@
+//! Every statement oncebox's Postgres store runs, as text — one source for the Rust store
+//! (`oncebox_store::sql`) and the Python binding, so both languages write the very same rows.
+//!
+//! The project keeps its SQL one way: each statement lives in `queries/*.sql` beside this crate,
+//! opens with a header that says what it means and how it is fenced, and is checked at run time
+//! (`query_as`) with every statement covered by a test against a real Postgres — no database
+//! or `.sqlx/` cache is needed to build.
+//!
+//! Statements use Postgres's own placeholders (`$1`, `$2`…). Python drivers take `%(name)s`
+//! instead; [`pyformat`] spells a statement that way so that the driver, which numbers named
+//! placeholders by first appearance, sends the server this very text again.
+
+/// The NOTIFY channel that wakes idle workers when outbox rows appear. The one definition:
+/// statements take it as a parameter.
+pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
+
+/// The NOTIFY channel that tells waiters (`GET /v1/intents/{key}?wait=`) that intents settled.
+/// The one definition: statements take it as a parameter.
+pub const DONE_CHANNEL: &str = "oncebox_intent_done";
+
+macro_rules! statements {
+    ($($(#[$doc:meta])* $name:ident = $file:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub const $name: &str = include_str!(concat!("../queries/", $file));
+        )*
+
+        /// Every statement, with the file it comes from (for tests that plan or check them all).
+        pub const ALL: &[(&str, &str)] = &[$(($file, $name)),*];
+    };
+}
+
+statements! {
+    /// Submit: journal row + deliver row in one statement (11 parameters and the channel).
+    /// Also run by the Python binding, spelled by [`pyformat`].
+    SUBMIT = "submit.sql";
+    /// One intent by tenant and key.
+    INTENT_BY_KEY = "intent_by_key.sql";
+    /// Claim a batch of one phase (SKIP LOCKED, lease, epoch + 1).
+    CLAIM = "claim.sql";
+    /// Mark leased deliver rows dispatched (fenced).
+    MARK_DISPATCHED = "mark_dispatched.sql";
+    /// Move claimed reconcile rows' intents to reconciling (fenced).
+    MARK_RECONCILING = "mark_reconciling.sql";
+    /// Record a batch of outcomes (fenced).
+    RECORD = "record.sql";
+    /// Renew leases (fenced).
+    RENEW = "renew.sql";
+    /// Release leases at shutdown (fenced).
+    RELEASE = "release.sql";
+    /// Delete published dead-letter rows (fenced).
+    NOTIFY_DONE = "notify_done.sql";
+    /// Reschedule unpublished dead-letter rows (fenced).
+    NOTIFY_LATER = "notify_later.sql";
+    /// Register a worker as waiting for work.
+    WAIT_REGISTER = "wait_register.sql";
+    /// Deregister a waiting worker.
+    WAIT_DEREGISTER = "wait_deregister.sql";
+    /// The ready queue's depth and oldest age (gauges, stats).
+    READY_QUEUE = "ready_queue.sql";
+    /// Ops: list intents.
+    OPS_LIST = "ops_list.sql";
+    /// Ops: find an intent by key or id.
+    OPS_FIND = "ops_find.sql";
+    /// Ops: lock an intent for an operator's change.
+    OPS_LOCK = "ops_lock.sql";
+    /// Ops: one retry-report row for an operator's decision.
+    OPS_REPORT = "ops_report.sql";
+    /// Ops: the retry report of an intent.
+    OPS_HISTORY = "ops_history.sql";
+    /// Ops: retry (back to pending, same key).
+    OPS_RETRY = "ops_retry.sql";
+    /// Ops: can a retry re-send what was sent (redacted, originals held)?
+    OPS_RETRY_CHECK = "ops_retry_check.sql";
+    /// Ops: resolve (succeeded or failed by a person).
+    OPS_RESOLVE = "ops_resolve.sql";
+    /// Ops: may this intent still be cancelled?
+    OPS_CANCEL_CHECK = "ops_cancel_check.sql";
+    /// Ops: cancel.
+    OPS_CANCEL = "ops_cancel.sql";
+    /// Ops: after a restore, every queued delivery counts as possibly sent.
+    OPS_RESTORED = "ops_restored.sql";
+    /// Ops: retention purge.
+    OPS_PURGE = "ops_purge.sql";
+    /// Ops: intents per status.
+    OPS_STATS_STATUS = "ops_stats_status.sql";
+    /// Ops: outbox rows per phase.
+    OPS_STATS_OUTBOX = "ops_stats_outbox.sql";
+    /// Tokens: create.
+    TOKEN_CREATE = "token_create.sql";
+    /// Tokens: revoke.
+    TOKEN_REVOKE = "token_revoke.sql";
+    /// Tokens: list (never the secret).
+    TOKEN_LIST = "token_list.sql";
+    /// Tokens: authenticate.
+    TOKEN_AUTHENTICATE = "token_authenticate.sql";
+    /// Readiness: the database answers.
+    PING = "ping.sql";
+    /// Readiness: migrations applied, by oncebox's own history.
+    MIGRATIONS_APPLIED = "migrations_applied.sql";
+    /// Start-up: the newest migration applied (refuse a schema newer than the binary).
+    MIGRATIONS_NEWEST = "migrations_newest.sql";
+    /// Migrate: oncebox's own history table (two statements, simple protocol).
+    MIGRATIONS_HISTORY = "migrations_history.sql";
+    /// Migrate: is there a shared `_sqlx_migrations` outside the oncebox schema?
+    MIGRATIONS_LEGACY = "migrations_legacy.sql";
+    /// Migrate: move oncebox's rows out of the shared history.
+    MIGRATIONS_ADOPT = "migrations_adopt.sql";
+}
+
+/// A statement that [`pyformat`] cannot spell for a Python driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PyformatError {
+    /// A `$n` inside a comment or a string literal: the driver would number it as a parameter.
+    #[error("byte {at}: a placeholder inside a comment or string literal")]
+    PlaceholderInText {
+        /// Byte offset of the `$`.
+        at: usize,
+    },
+    /// Placeholders first appear out of order (`$2` before `$1`): the driver numbers them by
+    /// first appearance, so the server would receive other numbers.
+    #[error("byte {at}: ${found} appears first where ${expected} was expected")]
+    OutOfOrder {
+        /// Byte offset of the `$`.
+        at: usize,
+        /// The number found.
+        found: usize,
+        /// The number the driver would give it.
+        expected: usize,
+    },
+}
+
+/// `statement` with each `$n` written `%(pn)s` and each `%` doubled: the form psycopg takes
+/// with a mapping `{"p1": …, "p2": …}`. Psycopg numbers named placeholders by first appearance
+/// (a repeated name keeps its number) and undoubles `%%`, so it sends the server exactly
+/// `statement` — which is why placeholders must first appear in order and never inside a
+/// comment or string literal (the driver does not read SQL, and would number those too).
+///
+/// # Errors
+/// [`PyformatError`] for a statement that would not come back unchanged.
+pub fn pyformat(statement: &str) -> Result<String, PyformatError> {
+    let bytes = statement.as_bytes();
+    let mut out = String::with_capacity(statement.len() + 32);
+    let mut seen = 0usize;
+    let mut i = 0;
+    let mut in_comment = false;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let digits = bytes[i + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if c == b'$' && digits > 0 {
+            if in_comment || in_string {
+                return Err(PyformatError::PlaceholderInText { at: i });
+            }
+            let text = &statement[i + 1..i + 1 + digits];
+            let n: usize = text.parse().unwrap_or(usize::MAX);
+            if n > seen + 1 {
+                return Err(PyformatError::OutOfOrder {
+                    at: i,
+                    found: n,
+                    expected: seen + 1,
+                });
+            }
+            seen = seen.max(n);
+            out.push_str("%(p");
+            out.push_str(text);
+            out.push_str(")s");
+            i += 1 + digits;
+            continue;
+        }
+        match c {
+            b'\n' => in_comment = false,
+            b'-' if !in_string && bytes.get(i + 1) == Some(&b'-') => in_comment = true,
+            b'\'' if !in_comment => in_string = !in_string,
+            b'%' => out.push('%'),
+            _ => {}
+        }
+        // Copy the whole character (statements may hold non-ASCII in comments).
+        let len = statement[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&statement[i..i + len]);
+        i += len;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_names_and_percent_signs_double() {
+        assert_eq!(
+            pyformat("SELECT $1, $2, $1 || '%' -- 100%\n").as_deref(),
+            Ok("SELECT %(p1)s, %(p2)s, %(p1)s || '%%' -- 100%%\n")
+        );
+        assert_eq!(
+            pyformat("SELECT $10"),
+            Err(PyformatError::OutOfOrder {
+                at: 7,
+                found: 10,
+                expected: 1
+            })
+        );
+    }
+
+    #[test]
+    fn placeholders_in_comments_or_strings_are_refused() {
+        assert_eq!(
+            pyformat("-- takes $1\nSELECT $1"),
+            Err(PyformatError::PlaceholderInText { at: 9 })
+        );
+        assert_eq!(
+            pyformat("SELECT '$1', $1"),
+            Err(PyformatError::PlaceholderInText { at: 8 })
+        );
+        assert_eq!(
+            pyformat("SELECT 1 -- $ alone"),
+            Ok("SELECT 1 -- $ alone".into())
+        );
+    }
+
+    #[test]
+    fn the_statements_python_runs_spell_as_pyformat() {
+        for statement in [SUBMIT, INTENT_BY_KEY] {
+            let spelled = pyformat(statement).expect("in order, none in comments");
+            assert!(!spelled.contains('$'), "{spelled}");
+        }
+    }
+}

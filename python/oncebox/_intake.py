@@ -1,0 +1,118 @@
+"""The operator's configuration and the intake rules, both the Rust code itself."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _native
+from ._errors import InvalidIntent
+
+
+class Config:
+    """The operator's TOML configuration (actions, destinations, redaction), read by the same
+    loader as ``oncebox serve`` and ``oncebox worker``: a bad value raises ``ConfigError``
+    naming its dotted path."""
+
+    def __init__(self, native: _native.Config) -> None:
+        self._native = native
+
+    @classmethod
+    def from_toml(cls, text: str) -> Config:
+        """Parses and validates a TOML document."""
+        return cls(_native.Config.from_toml(text))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Config:
+        """Reads and validates the TOML file at ``path``."""
+        return cls.from_toml(Path(path).read_text(encoding="utf-8"))
+
+    @property
+    def actions(self) -> list[str]:
+        """The configured action names, in order."""
+        return self._native.actions
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated intent as the journal records it."""
+
+    arguments_json: str
+    """The arguments as given (JSON text)."""
+    payload_json: str
+    """The arguments after redaction (JSON text), stored in the journal."""
+    redacted: bool
+    """Whether redaction changed them (the originals then travel on the outbox row only)."""
+    request_hash: str
+    """The request hash over the action and the redacted arguments."""
+
+
+class Intake:
+    """Accepts intents for the configured actions: validation, redaction and the request hash
+    are ``oncebox-core``'s, exactly as the Rust intake applies them.
+
+    Build one at start-up and pass it as ``config=`` to every ``submit``. ``redaction_keys`` is
+    the ``ONCEBOX_REDACTION_KEYS`` format (``id:secret[,older…]``); ``None`` reads that
+    variable. A configuration that redacts by hash without a key raises ``ConfigError``.
+    """
+
+    def __init__(self, config: Config, redaction_keys: str | None = None) -> None:
+        self.config = config
+        self._rules = _native.Rules(config._native, redaction_keys)
+
+    @property
+    def actions(self) -> list[str]:
+        """The names of the actions this intake accepts, in order."""
+        return self._rules.actions
+
+    def prepare(
+        self,
+        *,
+        tenant: str,
+        key: str,
+        action: str,
+        arguments: Mapping[str, Any],
+        business_ref: str | None = None,
+        run_id: str | None = None,
+        step: str | None = None,
+    ) -> Prepared:
+        """Checks every field and returns what the intent is recorded as.
+
+        Raises ``InvalidIntent`` naming the field.
+        """
+        text = arguments_json(arguments)
+        payload, redacted, request_hash = self._rules.prepare(
+            tenant, key, action, text, business_ref, run_id, step
+        )
+        return Prepared(text, payload, redacted, request_hash)
+
+    def recorded(self, action: str, arguments: Mapping[str, Any]) -> Prepared:
+        """What ``action`` with ``arguments`` is recorded as (``oncebox hash --config``)."""
+        text = arguments_json(arguments)
+        payload, redacted, request_hash = self._rules.recorded(action, text)
+        return Prepared(text, payload, redacted, request_hash)
+
+    def is_replay(
+        self, action: str, prepared: Prepared, recorded_hash: str, recorded_payload: Any
+    ) -> bool:
+        """Whether a submit whose key names a recorded intent repeats its request (also
+        across a rotation of redaction keys)."""
+        return self._rules.is_replay(
+            action,
+            prepared.arguments_json,
+            prepared.request_hash,
+            recorded_hash,
+            json.dumps(recorded_payload, ensure_ascii=False),
+        )
+
+
+def arguments_json(arguments: Any, field: str = "arguments") -> str:
+    """``arguments`` as JSON text for the Rust reader, or ``InvalidIntent`` naming ``field``."""
+    try:
+        return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidIntent(field, f"not JSON: {e}") from None

@@ -1,0 +1,47 @@
+"""The native module: oncebox-core's rules and the store's statements (Rust, via PyO3)."""
+
+SUBMIT: str
+SUBMIT_PYFORMAT: str
+INTENT_BY_KEY: str
+INTENT_BY_KEY_PYFORMAT: str
+OUTBOX_CHANNEL: str
+DONE_CHANNEL: str
+REDACTION_KEYS_ENV: str
+MAX_SAFE_INTEGER: int
+VERSION: str
+
+def validate_key(key: str) -> None: ...
+def business_key(tenant: str, action: str, business_id: str, version: str) -> str: ...
+def step_key(session: str, step: int, tool: str, arguments: str) -> str: ...
+def canonical_json(document: str) -> str: ...
+def request_hash(action: str, arguments: str) -> str: ...
+
+class Config:
+    @staticmethod
+    def from_toml(text: str) -> Config: ...
+    @property
+    def actions(self) -> list[str]: ...
+
+class Rules:
+    def __init__(self, config: Config, redaction_keys: str | None = None) -> None: ...
+    @property
+    def actions(self) -> list[str]: ...
+    def prepare(
+        self,
+        tenant: str,
+        key: str,
+        action: str,
+        arguments: str,
+        business_ref: str | None,
+        run_id: str | None,
+        step: str | None,
+    ) -> tuple[str, bool, str]: ...
+    def recorded(self, action: str, arguments: str) -> tuple[str, bool, str]: ...
+    def is_replay(
+        self,
+        action: str,
+        arguments: str,
+        submitted_hash: str,
+        recorded_hash: str,
+        recorded_payload: str,
+    ) -> bool: ...

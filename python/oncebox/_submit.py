@@ -1,0 +1,299 @@
+"""In-transaction submit: the journal row and its outbox row written in the caller's own open
+transaction, with the statement text of the Rust store (``oncebox-sql``), so that both
+languages write identical rows.
+
+Takes a psycopg 3 ``Connection`` or ``AsyncConnection``, or a SQLAlchemy 2 ``Connection`` or
+``Session`` (sync or async) over the psycopg driver (``postgresql+psycopg://``), whose DBAPI
+connection is the same psycopg connection and so the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, overload
+
+from . import _native
+from ._errors import InvalidIntent, KeyConflict, OnceboxError
+from ._intake import Config, Intake, Prepared
+from ._model import Intent, Status, Submitted
+
+if TYPE_CHECKING:
+    import psycopg
+    from sqlalchemy import Connection as SAConnection
+    from sqlalchemy.ext.asyncio import AsyncConnection as SAAsyncConnection
+    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.orm import Session
+
+    SyncConn = psycopg.Connection[Any] | SAConnection | Session
+    AsyncConn = psycopg.AsyncConnection[Any] | SAAsyncConnection | AsyncSession
+
+#: The statements, as the Rust store runs them and as psycopg takes them.
+SUBMIT: str = _native.SUBMIT
+SUBMIT_PYFORMAT: str = _native.SUBMIT_PYFORMAT
+INTENT_BY_KEY_PYFORMAT: str = _native.INTENT_BY_KEY_PYFORMAT
+
+
+@overload
+def submit(
+    conn: SyncConn,
+    *,
+    tenant: str,
+    key: str,
+    action: str,
+    arguments: Mapping[str, Any],
+    business_ref: str | None = ...,
+    run_id: str | None = ...,
+    step: str | None = ...,
+    deadline: datetime | None = ...,
+    config: Intake | Config,
+    notify: bool = ...,
+) -> Submitted: ...
+
+
+@overload
+def submit(
+    conn: AsyncConn,
+    *,
+    tenant: str,
+    key: str,
+    action: str,
+    arguments: Mapping[str, Any],
+    business_ref: str | None = ...,
+    run_id: str | None = ...,
+    step: str | None = ...,
+    deadline: datetime | None = ...,
+    config: Intake | Config,
+    notify: bool = ...,
+) -> Awaitable[Submitted]: ...
+
+
+def submit(
+    conn: Any,
+    *,
+    tenant: str,
+    key: str,
+    action: str,
+    arguments: Mapping[str, Any],
+    business_ref: str | None = None,
+    run_id: str | None = None,
+    step: str | None = None,
+    deadline: datetime | None = None,
+    config: Intake | Config,
+    notify: bool = True,
+) -> Submitted | Awaitable[Submitted]:
+    """Records an intent in the journal and the outbox inside the caller's open transaction.
+
+    Nothing is visible to workers until the caller commits, and nothing remains if it rolls
+    back. The same key with the same request returns the existing intent (``created`` false);
+    the same key with another request raises ``KeyConflict`` with both hashes and writes
+    nothing; a bad field raises ``InvalidIntent`` naming it, before any statement runs.
+    Concurrent submits of one key wait for each other on the journal's unique index, so exactly
+    one creates the intent (under ``REPEATABLE READ`` or ``SERIALIZABLE`` the others get a
+    serialization failure: roll back and retry).
+
+    For an async connection or session it returns an awaitable: ``await oncebox.submit(...)``.
+    ``notify`` wakes an idle worker at commit (as the Rust intake does by default).
+    """
+    intake = config if isinstance(config, Intake) else Intake(config)
+    prepared = intake.prepare(
+        tenant=tenant,
+        key=key,
+        action=action,
+        arguments=arguments,
+        business_ref=business_ref,
+        run_id=run_id,
+        step=step,
+    )
+    if deadline is not None and deadline.utcoffset() is None:
+        raise InvalidIntent("deadline", "must be timezone-aware (datetime.now(timezone.utc))")
+    call = _Call(intake, tenant, key, action, prepared, business_ref, run_id, step, deadline)
+    params = call.params(notify)
+    if _is_async(conn):
+        return _submit_async(conn, call, params)
+    driver = _sync_driver(conn)
+    with driver.cursor() as cur:
+        cur.execute(SUBMIT_PYFORMAT, params)
+        inserted = cur.fetchone()
+    if inserted is not None:
+        return call.created(inserted[0], inserted[1])
+    with driver.cursor(row_factory=_dict_row()) as cur:
+        cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": tenant, "p2": key})
+        existing = cur.fetchone()
+    return call.existing(existing)
+
+
+async def _submit_async(conn: Any, call: _Call, params: dict[str, Any]) -> Submitted:
+    driver = await _async_driver(conn)
+    async with driver.cursor() as cur:
+        await cur.execute(SUBMIT_PYFORMAT, params)
+        inserted = await cur.fetchone()
+    if inserted is not None:
+        return call.created(inserted[0], inserted[1])
+    async with driver.cursor(row_factory=_dict_row()) as cur:
+        await cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": call.tenant, "p2": call.key})
+        existing = await cur.fetchone()
+    return call.existing(existing)
+
+
+class _Call:
+    """One submit's inputs, and how its answers become a ``Submitted``."""
+
+    def __init__(
+        self,
+        intake: Intake,
+        tenant: str,
+        key: str,
+        action: str,
+        prepared: Prepared,
+        business_ref: str | None,
+        run_id: str | None,
+        step: str | None,
+        deadline: datetime | None,
+    ) -> None:
+        self.intake = intake
+        self.tenant = tenant
+        self.key = key
+        self.action = action
+        self.prepared = prepared
+        self.business_ref = business_ref
+        self.run_id = run_id
+        self.step = step
+        self.deadline = deadline
+
+    def params(self, notify: bool) -> dict[str, Any]:
+        """The twelve parameters of the submit statement, in the Rust store's order.
+
+        JSON goes as the Rust-made text: psycopg sends a ``str`` untyped, and the server reads
+        it as the ``jsonb`` its column or cast asks for.
+        """
+        p = self.prepared
+        return {
+            "p1": self.tenant,
+            "p2": self.key,
+            "p3": self.action,
+            "p4": p.request_hash,
+            "p5": p.payload_json,
+            "p6": self.business_ref,
+            "p7": self.run_id,
+            "p8": self.step,
+            "p9": self.deadline,
+            "p10": p.arguments_json if p.redacted else None,
+            "p11": notify,
+            "p12": _native.OUTBOX_CHANNEL,
+        }
+
+    def created(self, intent_id: int, created_at: datetime) -> Submitted:
+        import json
+
+        intent = Intent(
+            idempotency_key=self.key,
+            action=self.action,
+            status=Status.PENDING,
+            request_hash=self.prepared.request_hash,
+            attempt_count=0,
+            external_reference=None,
+            response=None,
+            error=None,
+            business_ref=self.business_ref,
+            run_id=self.run_id,
+            step=self.step,
+            deadline=_to_micros(self.deadline),
+            created_at=created_at,
+            updated_at=created_at,
+            completed_at=None,
+            id=intent_id,
+            tenant_id=self.tenant,
+            payload=json.loads(self.prepared.payload_json),
+        )
+        return Submitted(intent, created=True)
+
+    def existing(self, row: Mapping[str, Any] | None) -> Submitted:
+        if row is None:
+            raise OnceboxError(
+                "the key's row conflicted on insert but is not visible to this transaction "
+                "(REPEATABLE READ or SERIALIZABLE: roll back and retry)"
+            )
+        if not self.intake.is_replay(
+            self.action, self.prepared, row["request_hash"], row["payload"]
+        ):
+            raise KeyConflict(self.key, row["id"], row["request_hash"], self.prepared.request_hash)
+        return Submitted(Intent.from_row(row), created=False)
+
+
+def _to_micros(when: datetime | None) -> datetime | None:
+    """As Postgres stores it: UTC, to the microsecond (Python's own resolution)."""
+    return None if when is None else when.astimezone(timezone.utc)
+
+
+def _dict_row() -> Any:
+    from psycopg.rows import dict_row
+
+    return dict_row
+
+
+def _module(conn: Any) -> str:
+    return type(conn).__module__.split(".")[0]
+
+
+def _is_async(conn: Any) -> bool:
+    module = _module(conn)
+    if module == "psycopg":
+        import psycopg
+
+        return isinstance(conn, psycopg.AsyncConnection)
+    if module == "sqlalchemy":
+        from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+        return isinstance(conn, AsyncConnection | AsyncSession)
+    return False
+
+
+def _sync_driver(conn: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection under ``conn`` (the same transaction)."""
+    import psycopg
+
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    if _module(conn) == "sqlalchemy":
+        from sqlalchemy import Connection
+        from sqlalchemy.orm import Session
+
+        if isinstance(conn, Session):
+            conn = conn.connection()
+        if isinstance(conn, Connection):
+            driver = conn.connection.driver_connection
+            if isinstance(driver, psycopg.Connection):
+                return driver
+            raise _not_psycopg(driver)
+    raise TypeError(_UNSUPPORTED.format(type(conn).__qualname__))
+
+
+async def _async_driver(conn: Any) -> psycopg.AsyncConnection[Any]:
+    import psycopg
+
+    if isinstance(conn, psycopg.AsyncConnection):
+        return conn
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    if isinstance(conn, AsyncSession):
+        conn = await conn.connection()
+    if isinstance(conn, AsyncConnection):
+        driver = (await conn.get_raw_connection()).driver_connection
+        if isinstance(driver, psycopg.AsyncConnection):
+            return driver
+        raise _not_psycopg(driver)
+    raise TypeError(_UNSUPPORTED.format(type(conn).__qualname__))
+
+
+def _not_psycopg(driver: object) -> TypeError:
+    return TypeError(
+        f"SQLAlchemy's driver connection is a {type(driver).__qualname__}: oncebox submits "
+        "through psycopg 3 (use a postgresql+psycopg:// URL)"
+    )
+
+
+_UNSUPPORTED = (
+    "oncebox.submit takes a psycopg Connection or AsyncConnection, or a SQLAlchemy Connection "
+    "or Session (sync or async); got {}"
+)

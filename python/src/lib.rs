@@ -1,0 +1,261 @@
+//! `oncebox._native`: the Rust rules of `oncebox-core` and the store's statements of
+//! `oncebox-sql`, bound for the Python package (`python/oncebox`). Nothing here re-implements a
+//! rule: key validation, `business_key`/`step_key`, the RFC 8785 request hash, the refusals of
+//! numbers beyond ±2^53 and of U+0000, redaction and the TOML config are the Rust code itself.
+//!
+//! JSON crosses the boundary as text (Python's `json.dumps`), read here with
+//! [`oncebox_core::json::parse`] exactly as the HTTP API reads a request body. Errors are raised
+//! as the exception classes of `oncebox._errors`, so that Python code catches one hierarchy.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use oncebox_core::config::Config as CoreConfig;
+use oncebox_core::intake::Rules;
+use oncebox_core::json::{self, JsonError};
+use oncebox_core::redact::RedactionKeys;
+use oncebox_core::{InvalidIntent, NewIntent, hash, key};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde_json::Value;
+
+/// `oncebox._errors.<class>(field, reason)`, to raise.
+fn raise(py: Python<'_>, class: &str, (field, reason): (impl Into<String>, String)) -> PyErr {
+    let args = (field.into(), reason);
+    let made = py
+        .import("oncebox._errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.call1(args));
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(e) => e,
+    }
+}
+
+fn invalid(py: Python<'_>, e: InvalidIntent) -> PyErr {
+    raise(py, "InvalidIntent", (e.field, e.reason))
+}
+
+/// Reads `text` as the JSON value of `field` (`arguments`, say): a number beyond ±2^53 is
+/// named by its pointer inside the field, as the HTTP API names it.
+fn parse_json(py: Python<'_>, field: &str, text: &str) -> PyResult<Value> {
+    json::parse(text.as_bytes()).map_err(|e| {
+        let at = match &e {
+            JsonError::UnsafeNumber { pointer } => format!("{field}{pointer}"),
+            JsonError::Syntax(_) => field.to_owned(),
+        };
+        invalid(py, InvalidIntent::new(at, e.to_string()))
+    })
+}
+
+/// Refuses an unusable idempotency key, naming the field `idempotency_key`.
+#[pyfunction]
+fn validate_key(py: Python<'_>, key: &str) -> PyResult<()> {
+    key::validate_key(key)
+        .map_err(|e| invalid(py, InvalidIntent::new("idempotency_key", e.to_string())))
+}
+
+/// `business_key(tenant, action, business_id, version)`: hex SHA-256 of
+/// `tenant|action|business_id|version`.
+#[pyfunction]
+fn business_key(tenant: &str, action: &str, business_id: &str, version: &str) -> String {
+    key::business_key(tenant, action, business_id, version)
+}
+
+/// `step_key(session, step, tool, arguments_json)`: hex SHA-256 of `session:step:tool:` and
+/// the JCS form of the arguments.
+#[pyfunction]
+fn step_key(
+    py: Python<'_>,
+    session: &str,
+    step: u64,
+    tool: &str,
+    arguments: &str,
+) -> PyResult<String> {
+    let value = parse_json(py, "arguments", arguments)?;
+    Ok(key::step_key(session, step, tool, &value))
+}
+
+/// RFC 8785 canonical JSON of the JSON text given.
+#[pyfunction]
+fn canonical_json(py: Python<'_>, document: &str) -> PyResult<String> {
+    Ok(hash::canonical_json(&parse_json(py, "document", document)?))
+}
+
+/// The request hash of `action` with `arguments` (JSON text) as given — no redaction; for the
+/// hash an intent is recorded with, see `Intake.recorded`.
+#[pyfunction]
+fn request_hash(py: Python<'_>, action: &str, arguments: &str) -> PyResult<String> {
+    Ok(hash::request_hash(
+        action,
+        &parse_json(py, "arguments", arguments)?,
+    ))
+}
+
+/// The operator's configuration, read by the same loader as `oncebox serve` and `worker`.
+#[pyclass(frozen, name = "Config", module = "oncebox._native")]
+struct PyConfig {
+    inner: CoreConfig,
+}
+
+#[pymethods]
+impl PyConfig {
+    /// Parses and validates a TOML document; a bad value raises `ConfigError` naming its dotted
+    /// path (or line and column).
+    #[staticmethod]
+    fn from_toml(py: Python<'_>, text: &str) -> PyResult<PyConfig> {
+        CoreConfig::from_toml(text)
+            .map(|inner| PyConfig { inner })
+            .map_err(|e| raise(py, "ConfigError", (e.field, e.reason)))
+    }
+
+    /// The configured action names, in order.
+    #[getter]
+    fn actions(&self) -> Vec<String> {
+        self.inner.actions.keys().cloned().collect()
+    }
+}
+
+/// The rules of an intake: configured actions, their redaction, the keys that hash.
+#[pyclass(frozen, name = "Rules", module = "oncebox._native")]
+struct PyRules {
+    inner: Rules,
+}
+
+/// What an intent is recorded as: `(payload_json, redacted, request_hash)`.
+type RecordedTuple = (String, bool, String);
+
+fn recorded_tuple(r: oncebox_core::intake::Recorded) -> RecordedTuple {
+    (r.payload.to_string(), r.redacted, r.request_hash)
+}
+
+#[pymethods]
+impl PyRules {
+    /// Rules for `config`, hashing with `redaction_keys` (the `ONCEBOX_REDACTION_KEYS` format,
+    /// `id:secret[,older…]`); `None` reads that variable, as the Rust intake does.
+    #[new]
+    #[pyo3(signature = (config, redaction_keys=None))]
+    fn new(py: Python<'_>, config: &PyConfig, redaction_keys: Option<&str>) -> PyResult<PyRules> {
+        let keys = match redaction_keys {
+            Some(text) => RedactionKeys::parse(text).map(Some),
+            None => RedactionKeys::from_env(),
+        }
+        .map_err(|e| raise(py, "ConfigError", ("redaction_keys", e)))?;
+        Rules::new(&config.inner, keys)
+            .map(|inner| PyRules { inner })
+            .map_err(|e| {
+                raise(
+                    py,
+                    "ConfigError",
+                    (format!("actions.{}.redact", e.action), e.to_string()),
+                )
+            })
+    }
+
+    /// The configured action names, in order.
+    #[getter]
+    fn actions(&self) -> Vec<String> {
+        self.inner.actions().map(str::to_owned).collect()
+    }
+
+    /// Checks every field of a new intent (the deadline, a Python `datetime`, is checked by the
+    /// caller) and returns what it is recorded as.
+    #[pyo3(signature = (tenant, key, action, arguments, business_ref, run_id, step))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        tenant: &str,
+        key: &str,
+        action: &str,
+        arguments: &str,
+        business_ref: Option<String>,
+        run_id: Option<String>,
+        step: Option<String>,
+    ) -> PyResult<RecordedTuple> {
+        let intent = NewIntent {
+            tenant_id: tenant.to_owned(),
+            idempotency_key: key.to_owned(),
+            action: action.to_owned(),
+            arguments: parse_json(py, "arguments", arguments)?,
+            business_ref,
+            run_id,
+            step,
+            deadline: None::<SystemTime>,
+        };
+        self.inner
+            .prepare(&intent)
+            .map(recorded_tuple)
+            .map_err(|e| invalid(py, e))
+    }
+
+    /// What `action` with `arguments` is recorded as (as `oncebox hash --config` prints it).
+    fn recorded(&self, py: Python<'_>, action: &str, arguments: &str) -> PyResult<RecordedTuple> {
+        let arguments = parse_json(py, "arguments", arguments)?;
+        self.inner
+            .recorded(action, &arguments)
+            .map(recorded_tuple)
+            .map_err(|e| invalid(py, e))
+    }
+
+    /// Whether a submit whose key already names a recorded intent is a replay of it.
+    fn is_replay(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        arguments: &str,
+        submitted_hash: &str,
+        recorded_hash: &str,
+        recorded_payload: &str,
+    ) -> PyResult<bool> {
+        let arguments = parse_json(py, "arguments", arguments)?;
+        let payload = json::parse(recorded_payload.as_bytes())
+            .map_err(|e| PyValueError::new_err(format!("the recorded payload: {e}")))?;
+        Ok(self
+            .inner
+            .is_replay(action, &arguments, submitted_hash, recorded_hash, &payload))
+    }
+}
+
+/// The store's statements the binding runs, in Postgres's `$n` form and in psycopg's
+/// `%(pn)s` form (which psycopg sends back as the `$n` text).
+fn statements() -> PyResult<BTreeMap<&'static str, String>> {
+    let mut out = BTreeMap::new();
+    for (name, text) in [
+        ("SUBMIT", oncebox_sql::SUBMIT),
+        ("INTENT_BY_KEY", oncebox_sql::INTENT_BY_KEY),
+    ] {
+        let spelled = oncebox_sql::pyformat(text)
+            .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
+        out.insert(name, text.to_owned());
+        out.insert(
+            match name {
+                "SUBMIT" => "SUBMIT_PYFORMAT",
+                _ => "INTENT_BY_KEY_PYFORMAT",
+            },
+            spelled,
+        );
+    }
+    Ok(out)
+}
+
+/// The module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(validate_key, m)?)?;
+    m.add_function(wrap_pyfunction!(business_key, m)?)?;
+    m.add_function(wrap_pyfunction!(step_key, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
+    m.add_function(wrap_pyfunction!(request_hash, m)?)?;
+    m.add_class::<PyConfig>()?;
+    m.add_class::<PyRules>()?;
+    for (name, text) in statements()? {
+        m.add(name, text)?;
+    }
+    m.add("OUTBOX_CHANNEL", oncebox_sql::OUTBOX_CHANNEL)?;
+    m.add("DONE_CHANNEL", oncebox_sql::DONE_CHANNEL)?;
+    m.add("REDACTION_KEYS_ENV", RedactionKeys::ENV)?;
+    m.add("MAX_SAFE_INTEGER", hash::MAX_SAFE_INTEGER)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

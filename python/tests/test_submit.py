@@ -1,0 +1,296 @@
+"""In-transaction submit from Python, on a real Postgres: the Rust store's statement, in the
+caller's transaction, with the Rust store's semantics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+import oncebox
+from conftest import REDACTION_KEYS, config_toml
+
+INVOICE = {"order_id": "order-8172", "amount": "125.00"}
+
+
+@pytest.fixture
+def intake() -> oncebox.Intake:
+    return oncebox.Intake(oncebox.Config.from_toml(config_toml()), REDACTION_KEYS)
+
+
+def count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT count(*) FROM oncebox.{table}").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_submit_commits_with_the_callers_row_and_replays(
+    db_url: str, intake: oncebox.Intake
+) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("CREATE TABLE orders (id text PRIMARY KEY)")
+        conn.commit()
+        conn.execute("INSERT INTO orders VALUES ('order-8172')")
+        first = oncebox.submit(
+            conn,
+            tenant="acme",
+            key="order-8172:invoice",
+            action="create_invoice",
+            arguments=INVOICE,
+            business_ref="order-8172",
+            config=intake,
+        )
+        assert first.created
+        assert first.intent.status is oncebox.Status.PENDING
+        # Not visible to anyone else before the caller commits.
+        assert count(db_url, "intents") == 0
+        conn.commit()
+    with psycopg.connect(db_url) as other:
+        orders = other.execute("SELECT count(*) FROM orders").fetchone()
+        assert orders == (1,)
+    assert count(db_url, "intents") == 1
+    assert count(db_url, "outbox") == 1
+    with psycopg.connect(db_url) as conn:
+        again = oncebox.submit(
+            conn,
+            tenant="acme",
+            key="order-8172:invoice",
+            action="create_invoice",
+            arguments=dict(reversed(list(INVOICE.items()))),
+            business_ref="order-8172",
+            config=intake,
+        )
+        conn.commit()
+    assert not again.created
+    assert again.intent.id == first.intent.id
+    assert again.intent.request_hash == first.intent.request_hash
+    assert again.intent.created_at == first.intent.created_at
+    assert count(db_url, "intents") == 1
+
+
+def test_rollback_writes_nothing(db_url: str, intake: oncebox.Intake) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("CREATE TABLE orders (id text PRIMARY KEY)")
+        conn.commit()
+        conn.execute("INSERT INTO orders VALUES ('o1')")
+        oncebox.submit(
+            conn,
+            tenant="acme",
+            key="o1",
+            action="create_invoice",
+            arguments=INVOICE,
+            config=intake,
+        )
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (0,)
+    assert count(db_url, "intents") == 0
+    assert count(db_url, "outbox") == 0
+
+
+def test_a_conflict_raises_with_both_hashes_and_writes_nothing(
+    db_url: str, intake: oncebox.Intake
+) -> None:
+    with psycopg.connect(db_url) as conn:
+        first = oncebox.submit(
+            conn,
+            tenant="acme",
+            key="k",
+            action="create_invoice",
+            arguments=INVOICE,
+            config=intake,
+        )
+        conn.commit()
+        with pytest.raises(oncebox.KeyConflict) as e:
+            oncebox.submit(
+                conn,
+                tenant="acme",
+                key="k",
+                action="create_invoice",
+                arguments={**INVOICE, "amount": "999.00"},
+                config=intake,
+            )
+        assert e.value.existing_hash == first.intent.request_hash
+        assert e.value.submitted_hash != first.intent.request_hash
+        assert e.value.existing_id == first.intent.id
+        # The caller's transaction is still usable, and nothing was added.
+        conn.commit()
+    assert count(db_url, "intents") == 1
+    assert count(db_url, "outbox") == 1
+
+
+def test_bad_input_names_the_field_before_any_statement(
+    db_url: str, intake: oncebox.Intake
+) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"key": "has space"}, "idempotency_key"),
+        ({"tenant": ""}, "tenant_id"),
+        ({"action": "refund"}, "action"),
+        ({"arguments": {"amount": 2**60}}, "arguments/amount"),
+        ({"arguments": ["not", "an", "object"]}, "arguments"),
+        ({"arguments": {"memo": "nul\x00"}}, "arguments/memo"),
+        ({"deadline": datetime(2030, 1, 1)}, "deadline"),
+    ]
+    with psycopg.connect(db_url) as conn:
+        for change, field in cases:
+            call: dict[str, Any] = {
+                "tenant": "acme",
+                "key": "k",
+                "action": "create_invoice",
+                "arguments": INVOICE,
+                **change,
+            }
+            with pytest.raises(oncebox.InvalidIntent) as e:
+                oncebox.submit(conn, config=intake, **call)
+            assert e.value.field == field, (change, e.value)
+        # Nothing ran: the transaction has not even begun.
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert count(db_url, "intents") == 0
+
+
+def test_tenants_are_independent(db_url: str, intake: oncebox.Intake) -> None:
+    with psycopg.connect(db_url) as conn:
+        a = oncebox.submit(
+            conn, tenant="a", key="k", action="create_invoice", arguments=INVOICE, config=intake
+        )
+        b = oncebox.submit(
+            conn,
+            tenant="b",
+            key="k",
+            action="create_invoice",
+            arguments={"other": True},
+            config=intake,
+        )
+        conn.commit()
+    assert a.created
+    assert b.created
+    assert a.intent.id != b.intent.id
+    assert count(db_url, "intents") == 2
+
+
+def test_32_threads_submitting_one_key_make_one_row_and_32_answers_naming_it(
+    db_url: str, intake: oncebox.Intake
+) -> None:
+    barrier = threading.Barrier(32)
+    answers: list[oncebox.Submitted] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        try:
+            with psycopg.connect(db_url) as conn:
+                barrier.wait()
+                s = oncebox.submit(
+                    conn,
+                    tenant="acme",
+                    key="same",
+                    action="create_invoice",
+                    arguments=INVOICE,
+                    config=intake,
+                )
+                conn.commit()
+            with lock:
+                answers.append(s)
+        except BaseException as e:
+            with lock:
+                errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(answers) == 32
+    assert sum(a.created for a in answers) == 1
+    assert len({a.intent.id for a in answers}) == 1
+    assert count(db_url, "intents") == 1
+    assert count(db_url, "outbox") == 1
+
+
+def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
+    db_url: str, intake: oncebox.Intake, oncebox_bin: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(config_toml())
+    arguments = {"card": "4111111111111111", "cvv": "123", "amount": "5.00"}
+    deadline = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    subprocess.run(
+        [
+            oncebox_bin,
+            "submit",
+            "--database-url",
+            db_url,
+            "--config",
+            str(config),
+            "--tenant",
+            "rust",
+            "--action",
+            "charge_card",
+            "--arguments",
+            json.dumps(arguments),
+            "--business-ref",
+            "b",
+            "--run-id",
+            "r",
+            "--step",
+            "s",
+            "--deadline",
+            deadline.isoformat(),
+            "k",
+        ],
+        check=True,
+        capture_output=True,
+        env={"ONCEBOX_REDACTION_KEYS": REDACTION_KEYS, "PATH": "/usr/bin:/bin"},
+    )
+    with psycopg.connect(db_url) as conn:
+        oncebox.submit(
+            conn,
+            tenant="python",
+            key="k",
+            action="charge_card",
+            arguments=arguments,
+            business_ref="b",
+            run_id="r",
+            step="s",
+            deadline=deadline,
+            config=intake,
+        )
+        conn.commit()
+        # Run once more prepared (and rolled back): the server keeps the text it received.
+        conn.execute(oncebox._native.SUBMIT_PYFORMAT, _params(intake, arguments), prepare=True)
+        statements = [
+            r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        ]
+        conn.rollback()
+    assert oncebox._native.SUBMIT in statements, "psycopg sent the Rust store's text"
+
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT i.*, o.phase, o.arguments, o.attempt, o.epoch, o.budget_from IS NULL AS nb"
+            " FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id"
+            " ORDER BY i.tenant_id"
+        ).fetchall()
+    assert [r["tenant_id"] for r in rows] == ["python", "rust"]
+    volatile = {"id", "tenant_id", "created_at", "updated_at"}
+    python_row, rust_row = ({k: v for k, v in r.items() if k not in volatile} for r in rows)
+    assert python_row == rust_row
+    assert python_row["redacted"] is True
+    assert python_row["arguments"] == arguments, "the originals travel on the outbox row only"
+    assert "cvv" not in python_row["payload"]
+
+
+def _params(intake: oncebox.Intake, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Parameters for a second, rolled-back run of the statement (another key)."""
+    from oncebox._submit import _Call
+
+    prepared = intake.prepare(tenant="x", key="k2", action="charge_card", arguments=arguments)
+    call = _Call(intake, "x", "k2", "charge_card", prepared, None, None, None, None)
+    return call.params(notify=False)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The Python package's part of the test command (run by scripts/test.sh): build and install
+# python/ into the pinned venv (scripts/pyenv.sh) offline, lint and type-check it (ruff, mypy
+# --strict), then pytest against the real Postgres and the Rust binaries. Expects the services
+# up (scripts/services.sh) and DATABASE_URL set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pyenv.sh
+export PATH="$ONCEBOX_PYENV/bin:$PATH"
+# The extension is built by maturin through cargo (release profile, the workspace's target/).
+pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+  --force-reinstall ./python
+ruff check --config python/pyproject.toml python examples/python
+ruff format --check --config python/pyproject.toml python examples/python
+(cd python && mypy oncebox tests bench ../examples/python)
+cargo build -p oncebox --locked
+ONCEBOX_BIN="$PWD/target/debug/oncebox" pytest -q -p no:cacheprovider python/tests "$@"
