@@ -138,7 +138,9 @@ fn nothing_points_outside_the_repository() {
     for dir in [
         "crates", "tests", "scripts", "docs", "deploy", "fuzz", "python", "examples",
     ] {
-        for ext in [".rs", ".sh", ".md", ".sql", ".toml", ".yaml", ".json", ".py", ".pyi"] {
+        for ext in [
+            ".rs", ".sh", ".md", ".sql", ".toml", ".yaml", ".json", ".py", ".pyi",
+        ] {
             files(&root().join(dir), ext, &mut checked);
         }
     }
