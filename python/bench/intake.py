@@ -5,8 +5,9 @@ Each case runs ``--clients`` threads, each with its own psycopg connection, for 
 - ``oncebox``: ``BEGIN; oncebox.submit(...); COMMIT`` — validation, the request hash and the
   Rust store's statement, as an orchestrator runs it;
 - ``raw``: ``BEGIN; <journal insert + outbox insert>; COMMIT`` — the same two rows into the
-  same tables sent raw by psycopg (``raw_submit.sql`` beside this file): what using the binding
-  costs over writing the rows by hand. The goal is 0.8x of it.
+  same tables sent raw by psycopg, binding tenant, key, action, hash and payload
+  (``raw_submit.sql`` beside this file): what using the binding costs over writing the rows by
+  hand. The goal is 0.8x of it.
 - ``baseline``: the Rust benchmark's raw statement (``crates/oncebox-bench/queries/
   raw_intake.sql``) on its minimal tables (``crates/oncebox-bench/baseline/setup.sql``): what
   oncebox's schema (its indexes, checks and columns) costs too, comparable with the Rust
@@ -47,6 +48,9 @@ url = "http://127.0.0.1:9/invoices"
 idempotency = "key"
 """
 ARGUMENTS = {"order_id": "order-8172", "amount": "12500.00", "currency": "RUB"}
+#: What the raw case binds: a request hash and the payload as JSON text, computed once.
+HASH = oncebox.request_hash("create_invoice", ARGUMENTS)
+PAYLOAD = json.dumps(ARGUMENTS)
 
 
 def main() -> None:
@@ -109,7 +113,7 @@ def run(a: argparse.Namespace, url: str) -> None:
             )
 
         def insert(conn: psycopg.Connection[tuple[object, ...]], key: str) -> None:
-            conn.execute(raw_sql, (key,))
+            conn.execute(raw_sql, ("tenant-42", key, "create_invoice", HASH, PAYLOAD))
 
         def baseline(conn: psycopg.Connection[tuple[object, ...]], key: str) -> None:
             conn.execute(baseline_sql, (key,))

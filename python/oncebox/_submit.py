@@ -93,6 +93,8 @@ def submit(
     serialization failure: roll back and retry).
 
     For an async connection or session it returns an awaitable: ``await oncebox.submit(...)``.
+    On an autocommit psycopg connection outside ``conn.transaction()`` the intent commits by
+    itself, statement by statement (as the Rust ``Intake::submit_alone``).
     ``notify`` wakes an idle worker at commit (as the Rust intake does by default).
     """
     intake = config if isinstance(config, Intake) else Intake(config)

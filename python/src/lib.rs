@@ -183,9 +183,9 @@ impl PyRules {
             step,
             deadline: None::<SystemTime>,
         };
-        self.inner
-            .prepare(&intent)
-            .map(recorded_tuple)
+        // Other threads' Python runs meanwhile (an orchestrator submits from many threads).
+        let rules = &self.inner;
+        py.detach(|| rules.prepare(&intent).map(recorded_tuple))
             .map_err(|e| invalid(py, e))
     }
 
