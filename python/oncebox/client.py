@@ -12,7 +12,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -45,6 +45,10 @@ class RetryConfig:
         for n in range(max(self.max_attempts, 1) - 1):
             cap = min(self.max_delay, self.min_delay * 2**n)
             yield random.uniform(self.min_delay, max(cap, self.min_delay))
+
+
+#: A call's answer: the HTTP status and the intent.
+_Answer = tuple[int, Intent]
 
 
 class _Shared:
@@ -109,6 +113,32 @@ class _Shared:
         if failure is None or failure.after is None:
             return delay
         return min(max(failure.after, delay), max(self.retry.max_delay, delay))
+
+    def plan(self, url: str) -> Generator[float, httpx.Response | httpx.TransportError, _Answer]:
+        """One logical call's retries, for both clients: send it each try's response (read) or
+        transport error; it yields how long to wait before the next try, returns the answer,
+        or raises ``ApiError`` (a refusal, or the last failure) or ``TransportError``."""
+        delays = self.retry.delays()
+        attempts = 0
+        got = yield 0.0
+        while True:
+            attempts += 1
+            failure: _Retry | None = None
+            if isinstance(got, httpx.TransportError):
+                cause: BaseException = got
+            else:
+                verdict = self.verdict(got)
+                if isinstance(verdict, Intent):
+                    return got.status_code, verdict
+                if isinstance(verdict, ApiError):
+                    raise verdict
+                failure, cause = verdict, verdict.error
+            delay = next(delays, None)
+            if delay is None:
+                if failure is not None:
+                    raise failure.error
+                raise TransportError(url, attempts, cause) from cause
+            got = yield self.pause(delay, failure)
 
 
 @dataclass
@@ -204,32 +234,24 @@ class Client(_Shared):
 
     def _call(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, timeout: float
-    ) -> tuple[int, Intent]:
-        delays = self.retry.delays()
-        attempts = 0
+    ) -> _Answer:
+        plan = self.plan(url)
+        next(plan)
         while True:
-            attempts += 1
-            failure: _Retry | None = None
+            got: httpx.Response | httpx.TransportError
             try:
-                response = self._http.request(
+                got = self._http.request(
                     method, url, headers=headers, content=body, timeout=timeout
                 )
-                response.read()
+                got.read()
             except httpx.TransportError as e:
-                cause: BaseException = e
-            else:
-                verdict = self.verdict(response)
-                if isinstance(verdict, Intent):
-                    return response.status_code, verdict
-                if isinstance(verdict, ApiError):
-                    raise verdict
-                failure, cause = verdict, verdict.error
-            delay = next(delays, None)
-            if delay is None:
-                if failure is not None:
-                    raise failure.error
-                raise TransportError(url, attempts, cause) from cause
-            time.sleep(self.pause(delay, failure))
+                got = e
+            try:
+                pause = plan.send(got)
+            except StopIteration as done:
+                answer: _Answer = done.value
+                return answer
+            time.sleep(pause)
 
 
 class AsyncClient(_Shared):
@@ -308,32 +330,24 @@ class AsyncClient(_Shared):
 
     async def _call(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, timeout: float
-    ) -> tuple[int, Intent]:
-        delays = self.retry.delays()
-        attempts = 0
+    ) -> _Answer:
+        plan = self.plan(url)
+        next(plan)
         while True:
-            attempts += 1
-            failure: _Retry | None = None
+            got: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.request(
+                got = await self._http.request(
                     method, url, headers=headers, content=body, timeout=timeout
                 )
-                await response.aread()
+                await got.aread()
             except httpx.TransportError as e:
-                cause: BaseException = e
-            else:
-                verdict = self.verdict(response)
-                if isinstance(verdict, Intent):
-                    return response.status_code, verdict
-                if isinstance(verdict, ApiError):
-                    raise verdict
-                failure, cause = verdict, verdict.error
-            delay = next(delays, None)
-            if delay is None:
-                if failure is not None:
-                    raise failure.error
-                raise TransportError(url, attempts, cause) from cause
-            await asyncio.sleep(self.pause(delay, failure))
+                got = e
+            try:
+                pause = plan.send(got)
+            except StopIteration as done:
+                answer: _Answer = done.value
+                return answer
+            await asyncio.sleep(pause)
 
 
 def _problem(response: httpx.Response) -> ApiError:
