@@ -108,6 +108,13 @@ destination = "billing"
 destination = "billing"
 redact = [{ pointer = "/card", mode = "drop" }]
 
+[actions.refund]
+destination = "billing"
+[actions.refund.arguments_schema]
+type = "object"
+required = ["amount"]
+properties.amount = { type = "string", pattern = "^[0-9]+[.][0-9]{2}$" }
+
 [destinations.billing]
 kind = "http"
 url = "http://127.0.0.1:9/invoices"
@@ -497,6 +504,10 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
             "arguments/n",
         ),
         ("k", "send_email", "{}", &[], "action"),
+        // The action's JSON Schema, as on every intake path.
+        ("k", "refund", r#"{"amount": "5"}"#, &[], "arguments/amount"),
+        ("k", "refund", r#"{"amount": 5}"#, &[], "arguments/amount"),
+        ("k", "refund", r#"{"note": "x"}"#, &[], "arguments"),
         (
             "k",
             "create_invoice",

@@ -40,6 +40,13 @@ redact = [{{ pointer = "/card", mode = "hash" }}, {{ pointer = "/cvv", mode = "d
 [actions.wire_transfer]
 destination = "bank"
 
+[actions.pay_out]
+destination = "billing"
+[actions.pay_out.arguments_schema]
+type = "object"
+required = ["amount"]
+properties.amount = {{ type = "string", pattern = "^[0-9]+[.][0-9]{{2}}$" }}
+
 [destinations.billing]
 kind = "http"
 url = "{receiver}"

@@ -108,7 +108,12 @@ def test_keys_are_validated_and_derived_as_in_rust(oncebox_bin: Path) -> None:
 def test_the_config_loader_is_rusts_naming_the_dotted_path(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(config_toml())
-    assert oncebox.Config.load(path).actions == ["charge_card", "create_invoice", "wire_transfer"]
+    assert oncebox.Config.load(path).actions == [
+        "charge_card",
+        "create_invoice",
+        "pay_out",
+        "wire_transfer",
+    ]
     broken = config_toml().replace('idempotency = "none"', 'idempotency = "sometimes"')
     with pytest.raises(oncebox.ConfigError) as e:
         oncebox.Config.from_toml(broken)
@@ -155,4 +160,4 @@ def test_a_hashing_rule_needs_a_key_and_redaction_matches_the_binary(
     with pytest.raises(oncebox.InvalidIntent) as unknown:
         intake.recorded("refund", {})
     assert unknown.value.field == "action"
-    assert "configured: charge_card, create_invoice, wire_transfer" in unknown.value.reason
+    assert "configured: charge_card, create_invoice, pay_out, wire_transfer" in unknown.value.reason

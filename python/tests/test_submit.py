@@ -137,6 +137,9 @@ def test_bad_input_names_the_field_before_any_statement(
         ({"arguments": ["not", "an", "object"]}, "arguments"),
         ({"arguments": {"memo": "nul\x00"}}, "arguments/memo"),
         ({"deadline": datetime(2030, 1, 1)}, "deadline"),
+        # The action's JSON Schema (the Rust core enforces it on every intake path).
+        ({"action": "pay_out", "arguments": {"amount": 5}}, "arguments/amount"),
+        ({"action": "pay_out", "arguments": {}}, "arguments"),
     ]
     with psycopg.connect(db_url) as conn:
         for change, field in cases:

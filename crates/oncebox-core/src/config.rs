@@ -29,6 +29,7 @@ use crate::duration::{HumanDuration, NonZeroDuration};
 use crate::key::validate_token;
 use crate::redact::RedactRule;
 use crate::retry::RetryPolicy;
+use crate::schema::ArgumentsSchema;
 
 pub use errors::ConfigError;
 pub use types::{HeaderName, HeaderValue, HttpStatus, HttpUrl, JsonPointer};
@@ -54,6 +55,10 @@ pub struct Action {
     /// Redaction rules applied to the arguments before they are stored or logged.
     #[serde(default)]
     pub redact: Vec<RedactRule>,
+    /// A JSON Schema the arguments must match, on every intake path (and the MCP tool's
+    /// `inputSchema`). Written as a TOML table: `[actions.X.arguments_schema]`.
+    #[serde(default)]
+    pub arguments_schema: Option<ArgumentsSchema>,
 }
 
 /// How a destination treats a repeated idempotency key.

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::intent::{InvalidIntent, NewIntent};
 use crate::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
 use crate::request_hash;
+use crate::schema::ArgumentsSchema;
 
 /// An intent as the journal records it ([`Rules::recorded`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -47,8 +48,15 @@ pub struct MissingRedactionKey {
 /// Cheap to share (the keys are behind an `Arc`): build one at start-up.
 #[derive(Debug, Clone)]
 pub struct Rules {
-    actions: BTreeMap<String, Vec<RedactRule>>,
+    actions: BTreeMap<String, ActionRules>,
     keys: Option<Arc<RedactionKeys>>,
+}
+
+/// What one action's intents must pass and how they are recorded.
+#[derive(Debug, Clone, Default)]
+struct ActionRules {
+    redact: Vec<RedactRule>,
+    schema: Option<ArgumentsSchema>,
 }
 
 impl Rules {
@@ -58,11 +66,14 @@ impl Rules {
     /// # Errors
     /// [`MissingRedactionKey`] when a rule hashes and `keys` is `None`: refuse to start.
     pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
-        Self::from_actions(
-            config
-                .actions
-                .iter()
-                .map(|(name, a)| (name.clone(), a.redact.clone())),
+        Self::build(
+            config.actions.iter().map(|(name, a)| {
+                let rules = ActionRules {
+                    redact: a.redact.clone(),
+                    schema: a.arguments_schema.clone(),
+                };
+                (name.clone(), rules)
+            }),
             keys,
         )
     }
@@ -75,10 +86,27 @@ impl Rules {
         actions: impl IntoIterator<Item = (String, Vec<RedactRule>)>,
         keys: Option<RedactionKeys>,
     ) -> Result<Self, MissingRedactionKey> {
-        let actions: BTreeMap<String, Vec<RedactRule>> = actions.into_iter().collect();
+        Self::build(
+            actions.into_iter().map(|(name, redact)| {
+                let rules = ActionRules {
+                    redact,
+                    schema: None,
+                };
+                (name, rules)
+            }),
+            keys,
+        )
+    }
+
+    fn build(
+        actions: impl IntoIterator<Item = (String, ActionRules)>,
+        keys: Option<RedactionKeys>,
+    ) -> Result<Self, MissingRedactionKey> {
+        let actions: BTreeMap<String, ActionRules> = actions.into_iter().collect();
         if keys.is_none() {
             let hashing = actions.iter().find_map(|(action, rules)| {
                 rules
+                    .redact
                     .iter()
                     .find(|r| r.mode == redact::RedactMode::Hash)
                     .map(|r| (action, r))
@@ -101,9 +129,19 @@ impl Rules {
         self.actions.keys().map(String::as_str)
     }
 
+    /// The JSON Schema of `action`'s arguments, if it has one.
+    pub fn schema(&self, action: &str) -> Option<&ArgumentsSchema> {
+        self.actions.get(action)?.schema.as_ref()
+    }
+
     /// The redaction rules of `action`.
     fn rules(&self, action: &str) -> Result<&[RedactRule], InvalidIntent> {
-        self.actions.get(action).map(Vec::as_slice).ok_or_else(|| {
+        self.action(action).map(|a| a.redact.as_slice())
+    }
+
+    /// The rules of `action`, or the refusal naming the configured ones.
+    fn action(&self, action: &str) -> Result<&ActionRules, InvalidIntent> {
+        self.actions.get(action).ok_or_else(|| {
             let known: Vec<&str> = self.actions.keys().map(String::as_str).collect();
             InvalidIntent::new(
                 "action",
@@ -119,13 +157,18 @@ impl Rules {
         })
     }
 
-    /// Checks every field of `intent` and returns what it is recorded as: the first step of
-    /// every submit, in Rust and in Python.
+    /// Checks every field of `intent` — and its arguments against the action's JSON Schema —
+    /// and returns what it is recorded as: the first step of every submit, in Rust and in
+    /// Python.
     ///
     /// # Errors
-    /// [`InvalidIntent`] naming the field (bad key, non-object arguments, unknown action…).
+    /// [`InvalidIntent`] naming the field (bad key, non-object arguments, unknown action, a
+    /// value the schema refuses…).
     pub fn prepare(&self, intent: &NewIntent) -> Result<Recorded, InvalidIntent> {
         intent.validate()?;
+        if let Some(schema) = &self.action(&intent.action)?.schema {
+            schema.check(&intent.arguments)?;
+        }
         self.recorded(&intent.action, &intent.arguments)
     }
 
@@ -242,6 +285,40 @@ mod tests {
             .expect("valid");
         assert!(ok.redacted);
         assert_ne!(ok.payload["card"], json!("4111"));
+    }
+
+    #[test]
+    fn prepare_enforces_the_actions_schema_naming_the_field() {
+        let config = Config::from_toml(
+            r#"
+[actions.pay]
+destination = "d"
+[actions.pay.arguments_schema]
+type = "object"
+required = ["amount"]
+properties.amount = { type = "string" }
+
+[destinations.d]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "key"
+"#,
+        )
+        .expect("valid config");
+        let rules = Rules::new(&config, None).expect("nothing hashes");
+        let wrong = NewIntent::new("t", "k", "pay", json!({"amount": 5}));
+        assert_eq!(
+            rules.prepare(&wrong).expect_err("type").field,
+            "arguments/amount"
+        );
+        let missing = NewIntent::new("t", "k", "pay", json!({}));
+        assert_eq!(
+            rules.prepare(&missing).expect_err("required").field,
+            "arguments"
+        );
+        let right = NewIntent::new("t", "k", "pay", json!({"amount": "5.00"}));
+        assert!(rules.prepare(&right).is_ok());
+        assert!(rules.schema("pay").is_some());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - [`json`]: JSON text read exactly (numbers beyond ±2^53 refused, not rounded).
 //! - [`config`]: the operator's TOML configuration (actions, destinations, redaction).
 //! - [`fuzzing`]: the bodies of the fuzz targets (also run over their corpus by the tests).
+//! - [`schema`]: an action's JSON Schema for its arguments, enforced on every intake path.
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 
 pub mod config;
@@ -28,6 +29,7 @@ pub mod key;
 pub mod outcome;
 pub mod redact;
 pub mod retry;
+pub mod schema;
 pub mod status;
 
 pub use hash::{canonical_json, request_hash};
