@@ -136,6 +136,7 @@ fn help_is_there_for_every_subcommand() {
         "ops",
         "demo",
         "receiver",
+        "mcp",
         "Exit codes",
     ] {
         assert!(text.contains(sub), "--help lacks {sub}:\n{text}");
@@ -157,6 +158,7 @@ fn help_is_there_for_every_subcommand() {
         &["demo"],
         &["serve"],
         &["receiver"],
+        &["mcp"],
         &["ops", "token", "create"],
         &["ops", "token", "revoke"],
     ] {

@@ -32,6 +32,9 @@ def config_toml(receiver: str = "http://127.0.0.1:9/invoices") -> str:
     return f"""
 [actions.create_invoice]
 destination = "billing"
+[actions.create_invoice.tool]
+description = "Create the invoice for an order, once."
+destructive = false
 
 [actions.charge_card]
 destination = "billing"
@@ -42,6 +45,7 @@ destination = "bank"
 
 [actions.pay_out]
 destination = "billing"
+tool = {{ description = "Pay money out to a customer, once." }}
 [actions.pay_out.arguments_schema]
 type = "object"
 required = ["amount"]
@@ -161,26 +165,19 @@ class Services:
             "worker",
         )
 
-    def serve(self) -> str:
+    def serve(self, *extra: str, port: int = 0) -> str:
+        """Starts `oncebox serve` (on ``port``, or a free one) with ``extra`` flags."""
+        return self.serve_proc(*extra, port=port)[0]
+
+    def serve_proc(self, *extra: str, port: int = 0) -> tuple[str, subprocess.Popen[bytes]]:
         config = self.config or self.tmp / "serve.toml"
         if self.config is None:
             config.write_text(config_toml())
-        port = free_port()
-        self.start(
-            [
-                "serve",
-                "--database-url",
-                self.db_url,
-                "--config",
-                str(config),
-                "--listen",
-                f"127.0.0.1:{port}",
-            ],
-            port,
-            "serve",
-        )
+        port = port or free_port()
+        args = ["serve", "--database-url", self.db_url, "--config", str(config)]
+        proc = self.start([*args, "--listen", f"127.0.0.1:{port}", *extra], port, "serve")
         self.api_url = f"http://127.0.0.1:{port}"
-        return self.api_url
+        return self.api_url, proc
 
     def token(self, tenant: str) -> str:
         out = subprocess.run(
@@ -190,6 +187,13 @@ class Services:
             capture_output=True,
         )
         return out.stdout.decode().strip()
+
+    def config_file(self) -> Path:
+        """The configuration the services run with (one pointing nowhere before `receiver`)."""
+        if self.config is None:
+            self.config = self.tmp / "oncebox.toml"
+            self.config.write_text(config_toml())
+        return self.config
 
     def effects(self, key: str) -> int:
         """How many effects the reference receiver executed for ``key``."""

@@ -12,6 +12,7 @@ pub mod auth;
 mod health;
 mod intents;
 pub mod limits;
+mod mcp;
 pub mod metrics;
 pub mod openapi;
 mod ops;
@@ -29,6 +30,7 @@ use tokio::sync::watch;
 
 pub use auth::TOKEN_CACHE_TTL;
 pub use intents::MAX_WAIT_SECS;
+pub use mcp::McpMount;
 pub use openapi::OPENAPI;
 pub use problem::Problem;
 
@@ -57,7 +59,7 @@ impl AppState {
         intake: Intake,
         body_limit: usize,
     ) -> Result<AppState, sqlx::Error> {
-        let done = listen_for_settled(&pool).await?;
+        let done = oncebox_store::listen_for_settled(&pool).await?;
         let openapi = openapi::openapi_for(intake.actions());
         Ok(AppState {
             pool,
@@ -78,34 +80,17 @@ impl AppState {
     }
 }
 
-/// A counter bumped whenever intents settle (LISTEN on [`oncebox_store::DONE_CHANNEL`]);
-/// long-polls re-read their intent when it changes. The listener reconnects by itself; a
-/// notification lost meanwhile only delays a waiter to its timeout.
-async fn listen_for_settled(pool: &PgPool) -> Result<watch::Receiver<u64>, sqlx::Error> {
-    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-    listener.listen(oncebox_store::DONE_CHANNEL).await?;
-    let (tx, rx) = watch::channel(0u64);
-    tokio::spawn(async move {
-        loop {
-            let heard = listener.recv().await;
-            if tx.is_closed() {
-                // The server is gone (its state dropped): nobody is waiting.
-                return;
-            }
-            if let Err(e) = heard {
-                tracing::warn!(error = %e, "LISTEN for settled intents failed; reconnecting");
-            }
-            tx.send_modify(|n| *n += 1);
-        }
-    });
-    Ok(rx)
-}
-
 /// The router: `/v1/intents…`, `/v1/ops/intents…`, `/healthz`, `/readyz`, `/metrics`,
 /// `/openapi.json`.
 pub fn router(state: AppState) -> Router {
+    router_with_mcp(state, None)
+}
+
+/// [`router`], and `/mcp` (the MCP gateway over streamable HTTP) when `mcp` is given.
+pub fn router_with_mcp(state: AppState, mcp: Option<McpMount>) -> Router {
     let requests = state.requests.clone();
-    Router::new()
+    let state = Arc::new(state);
+    let mut router = Router::new()
         .route("/v1/intents", post(intents::submit))
         .route("/v1/intents/{key}", get(intents::read))
         .route("/v1/intents/{key}/cancel", post(intents::cancel))
@@ -119,11 +104,20 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(serve_openapi))
         .fallback(problem::not_found)
         .method_not_allowed_fallback(problem::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            requests,
-            metrics::count,
-        ))
-        .with_state(Arc::new(state))
+        .with_state(state.clone());
+    if let Some(mount) = mcp {
+        let gateway = Router::new()
+            .route_service("/mcp", mcp::service(mount))
+            .layer(axum::middleware::from_fn_with_state(
+                state,
+                mcp::authenticate,
+            ));
+        router = router.merge(gateway);
+    }
+    router.layer(axum::middleware::from_fn_with_state(
+        requests,
+        metrics::count,
+    ))
 }
 
 async fn serve_openapi(State(state): State<Arc<AppState>>) -> impl axum::response::IntoResponse {

@@ -59,6 +59,26 @@ pub struct Action {
     /// `inputSchema`). Written as a TOML table: `[actions.X.arguments_schema]`.
     #[serde(default)]
     pub arguments_schema: Option<ArgumentsSchema>,
+    /// Offer the action as an MCP tool (`oncebox mcp`, `/mcp`): `[actions.X.tool]`.
+    #[serde(default)]
+    pub tool: Option<ToolSettings>,
+}
+
+/// How an action is offered as an MCP tool. Its `inputSchema` is the action's
+/// `arguments_schema` (any object when it has none).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// What the tool does, for the model choosing it. Required.
+    pub description: String,
+    /// A human-readable title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Whether the action may destroy or overwrite something (MCP's `destructiveHint`;
+    /// default true). A call is always idempotent — the same key never acts twice — so
+    /// `idempotentHint` is always true.
+    #[serde(default = "defaults::yes")]
+    pub destructive: bool,
 }
 
 /// How a destination treats a repeated idempotency key.
@@ -366,6 +386,9 @@ impl Config {
                     ),
                 ));
             }
+            if let Some(tool) = &action.tool {
+                check_tool(name, tool).map_err(|(f, reason)| ConfigError::new(field(f), reason))?;
+            }
             for (i, rule) in action.redact.iter().enumerate() {
                 if let Err(e) = rule.validate() {
                     return Err(ConfigError::new(
@@ -425,6 +448,33 @@ impl Config {
     pub fn action(&self, name: &str) -> Option<&Action> {
         self.actions.get(name)
     }
+}
+
+/// The name of the MCP tool that reads an intent (`oncebox mcp`); no action may take it.
+pub const GET_INTENT_TOOL: &str = "get_intent";
+
+/// An action offered as a tool needs a name MCP clients accept and a description.
+fn check_tool(name: &str, tool: &ToolSettings) -> Result<(), (&'static str, String)> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if name.len() > 128 || !name.chars().all(allowed) {
+        return Err((
+            ".tool",
+            format!(
+                "{name:?} cannot be an MCP tool name: use letters, digits, '_', '-' and '.' \
+                 (at most 128)"
+            ),
+        ));
+    }
+    if name == GET_INTENT_TOOL {
+        return Err((
+            ".tool",
+            format!("{name:?} is the name of oncebox's own tool"),
+        ));
+    }
+    if tool.description.trim().is_empty() {
+        return Err((".tool.description", "must say what the tool does".into()));
+    }
+    Ok(())
 }
 
 impl HttpConfig {

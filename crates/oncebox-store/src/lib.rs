@@ -16,6 +16,7 @@ pub mod ops;
 mod queue;
 mod record;
 pub mod scratch;
+mod settled;
 mod submit;
 pub mod tokens;
 mod wake;
@@ -40,6 +41,7 @@ pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
     release, renew,
 };
+pub use settled::listen_for_settled;
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 

@@ -72,6 +72,11 @@ pub(crate) enum Command {
     /// Run the end-to-end demonstration with injected faults, in its own database.
     #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
+    /// Serve the configured tool actions ([actions.X.tool]) to one MCP client over stdio
+    /// (stdin/stdout; logs go to stderr). Each tool call is an intent of --tenant, carried out
+    /// at most once; see the README, "For MCP agents".
+    #[command(after_help = EXIT_CODES)]
+    Mcp(McpArgs),
     /// Run the reference receiver (the demo's billing system) as a server: POST records one
     /// effect per request (per key with --honours-keys), GET /effects?key=K looks effects up.
     /// For trying a deployment end to end (deploy/compose.yaml); never a production receiver.
@@ -94,6 +99,25 @@ pub(crate) struct ReceiverArgs {
     /// `Authorization: Bearer TOKEN`, like a lookup endpoint that needs a credential.
     #[arg(long, env = "ONCEBOX_RECEIVER_LOOKUP_TOKEN", hide_env_values = true)]
     pub(crate) lookup_token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The configuration file; its actions with [actions.X.tool] become tools.
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: PathBuf,
+    /// The tenant whose intents the calls are.
+    #[arg(long, env = "ONCEBOX_TENANT")]
+    pub(crate) tenant: String,
+    /// How long a call waits for its intent to settle before answering "pending" with its key
+    /// (follow it with the get_intent tool): 250ms, 30s, 2m.
+    #[arg(long, default_value = "30s")]
+    pub(crate) tool_wait: oncebox_core::duration::HumanDuration,
+    /// Start even though the database's schema is newer than this binary.
+    #[arg(long)]
+    pub(crate) allow_newer_schema: bool,
 }
 
 /// Where the database is.
@@ -269,6 +293,19 @@ pub(crate) struct ServeArgs {
     /// newer release's notes say older binaries keep working).
     #[arg(long)]
     pub(crate) allow_newer_schema: bool,
+    /// /mcp: how long a tool call waits for its intent to settle before answering "pending"
+    /// with its key: 250ms, 30s, 2m.
+    #[arg(long, default_value = "30s")]
+    pub(crate) tool_wait: oncebox_core::duration::HumanDuration,
+    /// /mcp: a `Host` header value accepted (`host` or `host:port`), repeatable; by default
+    /// only loopback names (localhost, 127.0.0.1, ::1), against DNS rebinding. Name every host
+    /// clients reach this server by.
+    #[arg(long = "mcp-allowed-host", value_name = "HOST")]
+    pub(crate) mcp_allowed_hosts: Vec<String>,
+    /// /mcp: a browser origin accepted (`https://app.example.com:443`), repeatable; by default
+    /// a request carrying any `Origin` header is refused (agents are not browsers).
+    #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
+    pub(crate) mcp_allowed_origins: Vec<String>,
 }
 
 /// Request rates per token and per tenant (429 with Retry-After beyond them).

@@ -43,6 +43,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Demo(args) => demo::run(args, json).await,
             Command::Receiver(args) => receiver(args).await,
+            Command::Mcp(args) => mcp(args).await,
         }
     });
     match result {
@@ -67,6 +68,20 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     if !args.allow_newer_schema {
         oncebox_store::refuse_newer_schema(&pool).await?;
     }
+    let settled = oncebox_store::listen_for_settled(&pool).await?;
+    let gateway = oncebox_mcp::Gateway::new(
+        pool.clone(),
+        &config,
+        intake.clone(),
+        args.tool_wait.get(),
+        oncebox_mcp::Tenancy::PerRequest,
+        settled,
+    );
+    let mcp = oncebox_api::McpMount {
+        gateway,
+        allowed_hosts: args.mcp_allowed_hosts,
+        allowed_origins: args.mcp_allowed_origins,
+    };
     let state = oncebox_api::AppState::new(pool, intake, args.body_limit)
         .await?
         .with_rate_limits(rates);
@@ -78,12 +93,55 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     tracing::info!(addr = %args.listen, tls = tls.is_some(), "serving the API");
     oncebox_serve::serve_with(
         listener,
-        oncebox_api::router(state),
+        oncebox_api::router_with_mcp(state, Some(mcp)),
         args.http.limits(),
         tls,
         commands::wait_for_signal(),
     )
     .await;
+    Ok(())
+}
+
+/// `oncebox mcp`: the MCP gateway over stdio until the client closes it (or SIGTERM/SIGINT).
+async fn mcp(args: cli::McpArgs) -> exit::CliResult {
+    use rmcp::ServiceExt;
+
+    oncebox_core::key::validate_token(&args.tenant, oncebox_core::intent::MAX_TENANT_LEN)
+        .map_err(|e| exit::CliError::usage("tenant", e.to_string()))?;
+    let config = commands::load_config(&args.config)?;
+    let intake = commands::intake(&config)?;
+    let pool = commands::connect(&args.db, 4).await?;
+    if !args.allow_newer_schema {
+        oncebox_store::refuse_newer_schema(&pool).await?;
+    }
+    let settled = oncebox_store::listen_for_settled(&pool).await?;
+    let session = format!(
+        "stdio-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_micros()
+    );
+    let tenancy = oncebox_mcp::Tenancy::Fixed {
+        tenant: args.tenant,
+        session,
+    };
+    let gateway = oncebox_mcp::Gateway::new(
+        pool,
+        &config,
+        intake,
+        args.tool_wait.get(),
+        tenancy,
+        settled,
+    );
+    let running = gateway
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP handshake over stdio failed: {e}"))?;
+    tokio::select! {
+        done = running.waiting() => {
+            done.map_err(|e| anyhow::anyhow!("MCP over stdio ended: {e}"))?;
+        }
+        () = commands::wait_for_signal() => {}
+    }
     Ok(())
 }
 

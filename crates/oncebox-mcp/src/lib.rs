@@ -1,0 +1,408 @@
+//! oncebox's MCP gateway: the configured actions that say `[actions.X.tool]` become MCP tools,
+//! and **a tool call is an intent**. MCP has no idempotency for `tools/call`; a client that
+//! lost an answer cannot tell "never arrived" from "executed, answer lost". Here the call's key
+//! is the caller's explicit key, or `step_key(session, step, tool, arguments)`, so a retried call
+//! finds the same intent and never acts twice.
+//!
+//! Served over stdio by `oncebox mcp` (one tenant, given on the command line) and over
+//! streamable HTTP at `/mcp` by `oncebox serve` (the tenant of the bearer token, which the API's
+//! authentication puts in the request's extensions as a [`Caller`]).
+//!
+//! The call's `_meta` may carry (see the README, "For MCP agents"):
+//! - [`META_KEY`] — the idempotency key itself;
+//! - [`META_RUN`] — the agent run (the session of `step_key`; default: the MCP session);
+//! - [`META_STEP`] — the step within it, a non-negative integer (default 0).
+
+mod result;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncebox_core::config::{Config, GET_INTENT_TOOL};
+use oncebox_core::{NewIntent, step_key};
+use oncebox_store::tokens::Caller;
+use oncebox_store::{Intake, SubmitError, intent_by_key};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+pub use result::{intent_result, refusal};
+
+/// `_meta` key of an explicit idempotency key.
+pub const META_KEY: &str = "oncebox.dev/idempotency_key";
+/// `_meta` key of the agent run (`step_key`'s session).
+pub const META_RUN: &str = "oncebox.dev/run_id";
+/// `_meta` key of the step within the run.
+pub const META_STEP: &str = "oncebox.dev/step";
+
+/// Whose calls these are.
+#[derive(Debug, Clone)]
+pub enum Tenancy {
+    /// One tenant for the whole process (`oncebox mcp --tenant T`, over stdio), with the
+    /// process's own session id.
+    Fixed {
+        /// The tenant.
+        tenant: String,
+        /// The MCP session: one per process.
+        session: String,
+    },
+    /// The tenant of the bearer token of each HTTP request (a [`Caller`] in its extensions).
+    PerRequest,
+}
+
+/// The gateway: tools from the configuration, calls submitted as intents and awaited.
+#[derive(Clone)]
+pub struct Gateway {
+    pool: PgPool,
+    intake: Intake,
+    tools: Arc<BTreeMap<String, Tool>>,
+    wait: Duration,
+    tenancy: Tenancy,
+    settled: watch::Receiver<u64>,
+}
+
+impl Gateway {
+    /// A gateway over `pool` for the tool actions of `config`, submitting with `intake` and
+    /// waiting up to `wait` for a call's intent to settle. `settled` is
+    /// [`oncebox_store::listen_for_settled`]'s counter.
+    pub fn new(
+        pool: PgPool,
+        config: &Config,
+        intake: Intake,
+        wait: Duration,
+        tenancy: Tenancy,
+        settled: watch::Receiver<u64>,
+    ) -> Gateway {
+        Gateway {
+            pool,
+            intake,
+            tools: Arc::new(tools(config)),
+            wait,
+            tenancy,
+            settled,
+        }
+    }
+
+    /// The tools offered: the configured ones and [`GET_INTENT_TOOL`].
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut all: Vec<Tool> = self.tools.values().cloned().collect();
+        all.push(get_intent_tool());
+        all
+    }
+
+    /// The tenant of this request, and the MCP session when there is one.
+    fn who(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(String, Option<String>), McpError> {
+        match &self.tenancy {
+            Tenancy::Fixed { tenant, session } => Ok((tenant.clone(), Some(session.clone()))),
+            Tenancy::PerRequest => {
+                let parts = context.extensions.get::<http::request::Parts>();
+                let caller = parts.and_then(|p| p.extensions.get::<Caller>());
+                let Some(caller) = caller else {
+                    return Err(McpError::invalid_request("no authenticated caller", None));
+                };
+                let session = parts
+                    .and_then(|p| p.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                Ok((caller.tenant_id.clone(), session))
+            }
+        }
+    }
+
+    /// Submits one call of `tool` as an intent and waits for it to settle.
+    async fn call(
+        &self,
+        tenant: String,
+        session: Option<String>,
+        tool: &str,
+        arguments: JsonObject,
+        meta: &JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        let arguments = Value::Object(arguments);
+        let (key, run_id, step) = match key_of(tool, &arguments, meta, session.as_deref()) {
+            Ok(found) => found,
+            Err((field, detail)) => return Ok(refusal("invalid", &field, &detail)),
+        };
+        let intent = NewIntent {
+            run_id: Some(run_id),
+            step: Some(step),
+            ..NewIntent::new(tenant.clone(), key.clone(), tool, arguments)
+        };
+        let mut conn = self.pool.acquire().await.map_err(internal)?;
+        match self.intake.submit_alone(&mut conn, intent).await {
+            Ok(_) => {}
+            Err(SubmitError::Invalid(e)) => return Ok(refusal("invalid", &e.field, &e.reason)),
+            Err(e @ SubmitError::KeyConflict { .. }) => {
+                return Ok(refusal("conflict", "idempotency_key", &e.to_string()));
+            }
+            Err(SubmitError::Store(e)) => return Err(internal(e)),
+        }
+        drop(conn);
+        self.await_settled(&tenant, &key).await
+    }
+
+    /// The intent under `key` once settled, or as it stands when the wait runs out.
+    async fn await_settled(&self, tenant: &str, key: &str) -> Result<CallToolResult, McpError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut settled = self.settled.clone();
+        loop {
+            settled.mark_unchanged();
+            let intent = intent_by_key(&self.pool, tenant, key)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| McpError::internal_error("the intent vanished", None))?;
+            if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
+                return Ok(intent_result(&intent));
+            }
+            let _ = tokio::time::timeout_at(deadline, async {
+                if settled.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            })
+            .await;
+        }
+    }
+
+    /// `get_intent`: the intent under a key, as it stands (waiting up to `wait_seconds`).
+    async fn get_intent(
+        &self,
+        tenant: &str,
+        arguments: &JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        let Some(key) = arguments.get("idempotency_key").and_then(Value::as_str) else {
+            return Ok(refusal(
+                "invalid",
+                "idempotency_key",
+                "give the key a call's result named",
+            ));
+        };
+        match intent_by_key(&self.pool, tenant, key)
+            .await
+            .map_err(internal)?
+        {
+            None => Ok(refusal(
+                "not_found",
+                "idempotency_key",
+                "this tenant has no such key",
+            )),
+            Some(intent) if intent.status.is_settled() => Ok(intent_result(&intent)),
+            Some(_) => self.await_settled(tenant, key).await,
+        }
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("oncebox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool call is recorded as an intent and carried out at most once: calling \
+                 again with the same arguments (and the same _meta run and step) returns the \
+                 first call's outcome. A result whose status is pending is still on its way: \
+                 follow it with get_intent.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        if name == GET_INTENT_TOOL {
+            return Some(get_intent_tool());
+        }
+        self.tools.get(name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let (tenant, session) = self.who(&context)?;
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let name = request.name.as_ref();
+        if name == GET_INTENT_TOOL {
+            return self.get_intent(&tenant, &arguments).await.map(Into::into);
+        }
+        if !self.tools.contains_key(name) {
+            return Err(McpError::invalid_params(
+                format!("no tool named {name:?}"),
+                None,
+            ));
+        }
+        let meta = request
+            .meta
+            .as_ref()
+            .map(|m| m.0.0.clone())
+            .unwrap_or_else(|| context.meta.0.0.clone());
+        self.call(tenant, session, name, arguments, &meta)
+            .await
+            .map(Into::into)
+    }
+}
+
+/// The tools of `config`: actions with `[actions.X.tool]`.
+fn tools(config: &Config) -> BTreeMap<String, Tool> {
+    config
+        .actions
+        .iter()
+        .filter_map(|(name, action)| {
+            let settings = action.tool.as_ref()?;
+            let schema = action
+                .arguments_schema
+                .as_ref()
+                .and_then(|s| s.source().as_object().cloned())
+                .unwrap_or_else(|| {
+                    json!({"type": "object"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default()
+                });
+            let mut annotations = ToolAnnotations::new();
+            annotations.read_only_hint = Some(false);
+            annotations.destructive_hint = Some(settings.destructive);
+            annotations.idempotent_hint = Some(true);
+            annotations.open_world_hint = Some(true);
+            annotations.title.clone_from(&settings.title);
+            let mut tool = Tool::new(name.clone(), settings.description.clone(), Arc::new(schema))
+                .with_annotations(annotations);
+            if let Some(title) = &settings.title {
+                tool = tool.with_title(title.clone());
+            }
+            Some((name.clone(), tool))
+        })
+        .collect()
+}
+
+/// oncebox's own tool: read the intent of an earlier call.
+fn get_intent_tool() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "required": ["idempotency_key"],
+        "properties": {
+            "idempotency_key": {
+                "type": "string",
+                "description": "the key an earlier call's result named"
+            }
+        },
+        "additionalProperties": false
+    });
+    let mut annotations = ToolAnnotations::new();
+    annotations.read_only_hint = Some(true);
+    annotations.destructive_hint = Some(false);
+    annotations.idempotent_hint = Some(true);
+    annotations.open_world_hint = Some(false);
+    Tool::new(
+        GET_INTENT_TOOL,
+        "Read the intent of an earlier tool call by its idempotency key (from that call's \
+         result): its status, the receiver's reference and answer. Waits briefly while it is \
+         still on its way.",
+        Arc::new(schema.as_object().cloned().unwrap_or_default()),
+    )
+    .with_annotations(annotations)
+}
+
+/// The call's key, run id and step: the explicit key, or `step_key(run, step, tool,
+/// arguments)` with the run from `_meta` or the MCP session. `Err((field, detail))` otherwise.
+fn key_of(
+    tool: &str,
+    arguments: &Value,
+    meta: &JsonObject,
+    session: Option<&str>,
+) -> Result<(String, String, String), (String, String)> {
+    let text = |name: &str| -> Result<Option<String>, (String, String)> {
+        match meta.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(_) => Err((format!("_meta/{name}"), "must be a string".into())),
+        }
+    };
+    let run = text(META_RUN)?.or_else(|| session.map(str::to_owned));
+    let step_text = text(META_STEP)?.unwrap_or_else(|| "0".into());
+    let step: u64 = step_text.parse().map_err(|_| {
+        (
+            format!("_meta/{META_STEP}"),
+            format!("{step_text:?} is not a non-negative integer"),
+        )
+    })?;
+    if let Some(key) = text(META_KEY)? {
+        let run = run.unwrap_or_default();
+        return Ok((key, run, step_text));
+    }
+    let Some(run) = run else {
+        return Err((
+            "_meta".into(),
+            format!(
+                "this connection has no MCP session: give {META_RUN} (and {META_STEP}) or \
+                 {META_KEY} in the call's _meta"
+            ),
+        ));
+    };
+    let key = step_key(&run, step, tool, arguments);
+    Ok((key, run, step.to_string()))
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    tracing::warn!(error = %e, "MCP call failed on the database");
+    McpError::internal_error(
+        "the database failed; call again with the same arguments",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_key_is_explicit_or_derived_from_run_and_step() {
+        let args = json!({"a": 1});
+        let (key, run, step) =
+            key_of("t", &args, &meta(json!({META_KEY: "k-1"})), None).expect("explicit");
+        assert_eq!(
+            (key.as_str(), run.as_str(), step.as_str()),
+            ("k-1", "", "0")
+        );
+        let (key, run, step) = key_of(
+            "t",
+            &args,
+            &meta(json!({META_RUN: "run-7", META_STEP: 3})),
+            Some("session"),
+        )
+        .expect("derived");
+        assert_eq!(key, step_key("run-7", 3, "t", &args));
+        assert_eq!((run.as_str(), step.as_str()), ("run-7", "3"));
+        let (key, ..) = key_of("t", &args, &meta(json!({})), Some("s")).expect("session");
+        assert_eq!(key, step_key("s", 0, "t", &args));
+    }
+
+    #[test]
+    fn a_call_without_session_run_or_key_is_refused_naming_meta() {
+        let args = json!({});
+        let (field, _) = key_of("t", &args, &meta(json!({})), None).expect_err("no run");
+        assert_eq!(field, "_meta");
+        let (field, _) =
+            key_of("t", &args, &meta(json!({META_STEP: "x"})), Some("s")).expect_err("bad step");
+        assert_eq!(field, format!("_meta/{META_STEP}"));
+    }
+}
