@@ -147,6 +147,12 @@ def test_over_http_20_identical_calls_make_one_intent_and_tenants_are_apart(
             assert len(keys) == 1
             assert {structured(r)["status"] for r in results} == {"succeeded"}
             (key,) = keys
+            # An explicit key needs neither a run nor a session.
+            explicit = await mcp.call_tool(
+                "create_invoice", {"order_id": "order-2"}, meta=meta(idempotency_key="inv-2")
+            )
+            assert structured(explicit)["idempotency_key"] == "inv-2"
+            assert structured(explicit)["status"] == "succeeded"
         async with over_http(url, b) as mcp:
             # B cannot read A's intent, and the same call is B's own intent.
             seen = await mcp.call_tool("get_intent", {"idempotency_key": key})
@@ -157,7 +163,7 @@ def test_over_http_20_identical_calls_make_one_intent_and_tenants_are_apart(
             assert own["status"] == "succeeded"
 
     asyncio.run(main())
-    assert intents(services.db_url, "tenant-a") == 1
+    assert intents(services.db_url, "tenant-a") == 2
     assert intents(services.db_url, "tenant-b") == 1
 
 

@@ -134,8 +134,8 @@ impl Gateway {
             Err((field, detail)) => return Ok(refusal("invalid", &field, &detail)),
         };
         let intent = NewIntent {
-            run_id: Some(run_id),
-            step: Some(step),
+            run_id,
+            step,
             ..NewIntent::new(tenant.clone(), key.clone(), tool, arguments)
         };
         let mut conn = self.pool.acquire().await.map_err(internal)?;
@@ -317,14 +317,18 @@ fn get_intent_tool() -> Tool {
     .with_annotations(annotations)
 }
 
-/// The call's key, run id and step: the explicit key, or `step_key(run, step, tool,
-/// arguments)` with the run from `_meta` or the MCP session. `Err((field, detail))` otherwise.
+/// A call's key, and the run and step recorded with its intent.
+type CallKey = (String, Option<String>, Option<String>);
+
+/// The call's key, run id and step: the explicit key (with the run and step given, if any), or
+/// `step_key(run, step, tool, arguments)` with the run from `_meta` or the MCP session and the
+/// step from `_meta` (0 when absent). `Err((field, detail))` otherwise.
 fn key_of(
     tool: &str,
     arguments: &Value,
     meta: &JsonObject,
     session: Option<&str>,
-) -> Result<(String, String, String), (String, String)> {
+) -> Result<CallKey, (String, String)> {
     let text = |name: &str| -> Result<Option<String>, (String, String)> {
         match meta.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -334,7 +338,8 @@ fn key_of(
         }
     };
     let run = text(META_RUN)?.or_else(|| session.map(str::to_owned));
-    let step_text = text(META_STEP)?.unwrap_or_else(|| "0".into());
+    let given_step = text(META_STEP)?;
+    let step_text = given_step.clone().unwrap_or_else(|| "0".into());
     let step: u64 = step_text.parse().map_err(|_| {
         (
             format!("_meta/{META_STEP}"),
@@ -342,8 +347,7 @@ fn key_of(
         )
     })?;
     if let Some(key) = text(META_KEY)? {
-        let run = run.unwrap_or_default();
-        return Ok((key, run, step_text));
+        return Ok((key, run, given_step));
     }
     let Some(run) = run else {
         return Err((
@@ -355,7 +359,7 @@ fn key_of(
         ));
     };
     let key = step_key(&run, step, tool, arguments);
-    Ok((key, run, step.to_string()))
+    Ok((key, Some(run), Some(step.to_string())))
 }
 
 fn internal(e: impl std::fmt::Display) -> McpError {
@@ -379,10 +383,7 @@ mod tests {
         let args = json!({"a": 1});
         let (key, run, step) =
             key_of("t", &args, &meta(json!({META_KEY: "k-1"})), None).expect("explicit");
-        assert_eq!(
-            (key.as_str(), run.as_str(), step.as_str()),
-            ("k-1", "", "0")
-        );
+        assert_eq!((key.as_str(), run, step), ("k-1", None, None));
         let (key, run, step) = key_of(
             "t",
             &args,
@@ -391,7 +392,10 @@ mod tests {
         )
         .expect("derived");
         assert_eq!(key, step_key("run-7", 3, "t", &args));
-        assert_eq!((run.as_str(), step.as_str()), ("run-7", "3"));
+        assert_eq!(
+            (run.as_deref(), step.as_deref()),
+            (Some("run-7"), Some("3"))
+        );
         let (key, ..) = key_of("t", &args, &meta(json!({})), Some("s")).expect("session");
         assert_eq!(key, step_key("s", 0, "t", &args));
     }
