@@ -34,12 +34,12 @@ pub(crate) async fn run(a: DeliverArgs, json_out: bool) -> anyhow::Result<()> {
     .await
 }
 
-struct Running {
+pub(crate) struct Running {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), oncebox_worker::WorkerError>>,
 }
 
-async fn start_worker(pool: &PgPool, routes: &Routes, concurrency: u32) -> Running {
+pub(crate) async fn start_worker(pool: &PgPool, routes: &Routes, concurrency: u32) -> Running {
     let cancel = CancellationToken::new();
     let settings = WorkerSettings {
         id: "bench".into(),
@@ -60,7 +60,17 @@ async fn start_worker(pool: &PgPool, routes: &Routes, concurrency: u32) -> Runni
 }
 
 impl Running {
-    async fn stop(self) -> anyhow::Result<()> {
+    /// Fails when the worker has already stopped (its error, or a panic).
+    pub(crate) async fn check_alive(self) -> anyhow::Result<Running> {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if self.task.is_finished() {
+            self.task.await.context("worker panicked")??;
+            anyhow::bail!("the worker stopped at once");
+        }
+        Ok(self)
+    }
+
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
         self.cancel.cancel();
         Ok(self.task.await.context("worker panicked")??)
     }

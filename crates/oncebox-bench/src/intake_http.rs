@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use oncebox_client::{Client, RetryConfig, Submit};
+use oncebox_core::config::Config;
 use oncebox_store::scratch::ScratchDb;
 use serde_json::json;
 
@@ -26,41 +27,13 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
     // plus the LISTEN connection for long-polls.
     let pool = scratch.pool(a.clients + 2).await?;
     sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
-    let (_, token) = oncebox_store::tokens::create_token(
-        &pool,
-        "tenant-42",
-        oncebox_store::tokens::Role::Agent,
-        Some("bench"),
-        None,
-    )
-    .await?;
-    let intake = oncebox_store::Intake::from_actions([("create_invoice".to_owned(), vec![])], None)
-        .context("the benchmark's action hashes nothing")?;
-    // Rate limits checked on every request, as in production, but set far above what one
-    // token posts here: the figure includes the limiter's cost, never its refusals.
-    let far = oncebox_api::limits::Rate {
-        per_second: 1e9,
-        burst: 1e9,
-    };
-    let state = oncebox_api::AppState::new(pool.clone(), intake, oncebox_api::DEFAULT_BODY_LIMIT)
-        .await?
-        .with_rate_limits(oncebox_api::limits::RateLimits {
-            per_token: far,
-            per_tenant: far,
-        });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("cannot bind a loopback port")?;
-    let addr = listener.local_addr().context("no local address")?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn(oncebox_serve::serve(
-        listener,
-        oncebox_api::router(state),
-        oncebox_serve::Limits::default(),
-        stop.clone().cancelled_owned(),
-    ));
+    let config = Config::from_toml(
+        "[actions.create_invoice]\ndestination = \"d\"\n[destinations.d]\nkind = \"http\"\n\
+         url = \"http://127.0.0.1:9/\"\nidempotency = \"key\"\n",
+    )?;
+    let (base, token, stop, server) = start_api(&pool, &config).await?;
     // No retries: a failed request fails the benchmark rather than hiding in its figure.
-    let client = Client::new(&format!("http://{addr}"), &token)?.with_retry(RetryConfig {
+    let client = Client::new(&base, &token)?.with_retry(RetryConfig {
         max_attempts: 1,
         ..RetryConfig::default()
     });
@@ -120,6 +93,68 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
         println!("  ratio HTTP API / raw:  {ratio:.2}");
     }
     Ok(())
+}
+
+/// An in-process `oncebox serve` on a loopback port for the actions of `config`, with `/mcp`
+/// (tool calls wait up to 30 s) and an agent token of `tenant-42`: its base URL, the token, the
+/// token that stops it and its task.
+pub(crate) async fn start_api(
+    pool: &sqlx::PgPool,
+    config: &Config,
+) -> anyhow::Result<(
+    String,
+    String,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<()>,
+)> {
+    let (_, token) = oncebox_store::tokens::create_token(
+        pool,
+        "tenant-42",
+        oncebox_store::tokens::Role::Agent,
+        Some("bench"),
+        None,
+    )
+    .await?;
+    let intake =
+        oncebox_store::Intake::new(config, None).context("the benchmark's actions hash nothing")?;
+    // Rate limits checked on every request, as in production, but set far above what one
+    // token sends here: the figure includes the limiter's cost, never its refusals.
+    let far = oncebox_api::limits::Rate {
+        per_second: 1e9,
+        burst: 1e9,
+    };
+    let settled = oncebox_store::listen_for_settled(pool).await?;
+    let gateway = oncebox_mcp::Gateway::new(
+        pool.clone(),
+        config,
+        intake.clone(),
+        Duration::from_secs(30),
+        oncebox_mcp::Tenancy::PerRequest,
+        settled,
+    );
+    let mcp = oncebox_api::McpMount {
+        gateway,
+        allowed_hosts: Vec::new(),
+        allowed_origins: Vec::new(),
+    };
+    let state = oncebox_api::AppState::new(pool.clone(), intake, oncebox_api::DEFAULT_BODY_LIMIT)
+        .await?
+        .with_rate_limits(oncebox_api::limits::RateLimits {
+            per_token: far,
+            per_tenant: far,
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot bind a loopback port")?;
+    let addr = listener.local_addr().context("no local address")?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(oncebox_serve::serve(
+        listener,
+        oncebox_api::router_with_mcp(state, Some(mcp)),
+        oncebox_serve::Limits::default(),
+        stop.clone().cancelled_owned(),
+    ));
+    Ok((format!("http://{addr}"), token, stop, server))
 }
 
 /// `clients` tasks posting new intents for `secs`; the rate of 202s and their latency.

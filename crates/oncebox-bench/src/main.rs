@@ -2,7 +2,7 @@
 //! baseline in the same run, in alternating rounds, reported as medians and ratios (the machine
 //! is noisy; absolute numbers mean little, ratios measured together do).
 //!
-//! `cargo run --release -p oncebox-bench -- intake|deliver [--help]`. Exit codes: 0 ok, 1 the
+//! `cargo run --release -p oncebox-bench -- intake|deliver|tools [--help]`. Exit codes: 0 ok, 1 the
 //! benchmark failed (a database or broker error, a wrong result), 2 usage.
 
 mod baseline;
@@ -10,6 +10,7 @@ mod deliver;
 mod intake;
 mod intake_http;
 mod queries;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,27 @@ enum What {
     /// claim+complete cycle of baseline/cycle.sql run by pgbench in the same run. With --amqp,
     /// into RabbitMQ against a raw publisher-confirm loop.
     Deliver(DeliverArgs),
+    /// MCP tool calls/s through /mcp (each submitting and waiting for its intent to settle at
+    /// a local no-op receiver) against POST /v1/intents + GET ?wait= through the HTTP API, in
+    /// alternating rounds, with one in-process API server and one in-process worker.
+    Tools(ToolsArgs),
+}
+
+/// `oncebox-bench tools`.
+#[derive(Debug, Args)]
+pub(crate) struct ToolsArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Concurrent clients (MCP sessions, or HTTP API tasks).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=200))]
+    clients: u32,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    seconds: u64,
+    /// Rounds; each measures both cases once, alternating. Medians are reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
 }
 
 /// Where the baseline scripts are.
@@ -150,6 +172,7 @@ fn main() -> ExitCode {
             What::Intake(a) if a.http => intake_http::run(a, cli.json).await,
             What::Intake(a) => intake::run(a, cli.json).await,
             What::Deliver(a) => deliver::run(a, cli.json).await,
+            What::Tools(a) => tools::run(a, cli.json).await,
         }
     });
     match result {

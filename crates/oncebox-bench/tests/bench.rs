@@ -34,12 +34,24 @@ fn report(args: &str) -> Value {
 
 #[test]
 fn help_is_there_for_every_benchmark() {
-    for sub in [&[][..], &["intake"], &["deliver"]] {
+    for sub in [&[][..], &["intake"], &["deliver"], &["tools"]] {
         assert_help(BIN, sub);
     }
     let o = bench(&["deliver", "--intents", "0"]);
     assert_eq!(code(&o), 2, "a zero count is a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("--intents"));
+}
+
+#[test]
+fn bench_tools_reports_both_sides_and_a_ratio() {
+    let r = report("tools --clients 2 --seconds 1 --rounds 1");
+    assert!(r["mcp"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["http_api"]["per_second"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_to_http_api"].as_f64() > Some(0.0), "{r}");
+    assert!(
+        r["effects"].as_u64() > Some(0),
+        "calls reached the receiver: {r}"
+    );
 }
 
 #[test]
