@@ -223,14 +223,8 @@ pub(crate) async fn read(
         if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
             return Ok(axum::Json(view(&intent)).into_response());
         }
-        // Woken by LISTEN/NOTIFY when intents finish; the deadline is the only timer. Should the
-        // listener ever stop, wait out the deadline instead of spinning.
-        let _ = tokio::time::timeout_at(deadline, async {
-            if done.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
-        .await;
+        // Woken by LISTEN/NOTIFY when intents finish; the deadline is the only timer.
+        oncebox_store::next_settlement(&mut done, deadline).await;
     }
 }
 

@@ -73,6 +73,12 @@ impl AppState {
         })
     }
 
+    /// The counter of settled intents this state listens to (for the MCP gateway, so that a
+    /// server holds one LISTEN connection, not one per waiter kind).
+    pub fn settled(&self) -> watch::Receiver<u64> {
+        self.done.clone()
+    }
+
     /// Limits request rates per token and per tenant with `limits` instead of the defaults.
     pub fn with_rate_limits(mut self, limits: limits::RateLimits) -> AppState {
         self.limiter = limits::Limiter::new(limits);

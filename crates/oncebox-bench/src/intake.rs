@@ -246,11 +246,7 @@ pub(crate) async fn measure(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.context("benchmark client panicked")??);
-    }
-    Ok(figure(all, start.elapsed()))
+    collect(tasks, start).await
 }
 
 /// Prints `rows` as a table of intents/s and latencies under `title`, names `width` wide.
@@ -272,6 +268,18 @@ pub(crate) fn print_figures(title: &str, width: usize, rows: &[(&str, Figure)]) 
 }
 
 /// The rate and the median and 99th-percentile latency of `latencies` (µs) over `elapsed`.
+/// Waits for every client task and makes one figure of their latencies since `start`.
+pub(crate) async fn collect(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Vec<u32>>>>,
+    start: Instant,
+) -> anyhow::Result<Figure> {
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.context("benchmark client panicked")??);
+    }
+    Ok(figure(all, start.elapsed()))
+}
+
 pub(crate) fn figure(mut latencies: Vec<u32>, elapsed: Duration) -> Figure {
     latencies.sort_unstable();
     let pct = |p: f64| -> Option<f64> {

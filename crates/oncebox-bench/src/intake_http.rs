@@ -123,26 +123,29 @@ pub(crate) async fn start_api(
         per_second: 1e9,
         burst: 1e9,
     };
-    let settled = oncebox_store::listen_for_settled(pool).await?;
+    let state = oncebox_api::AppState::new(
+        pool.clone(),
+        intake.clone(),
+        oncebox_api::DEFAULT_BODY_LIMIT,
+    )
+    .await?
+    .with_rate_limits(oncebox_api::limits::RateLimits {
+        per_token: far,
+        per_tenant: far,
+    });
     let gateway = oncebox_mcp::Gateway::new(
         pool.clone(),
         config,
-        intake.clone(),
+        intake,
         Duration::from_secs(30),
         oncebox_mcp::Tenancy::PerRequest,
-        settled,
+        state.settled(),
     );
     let mcp = oncebox_api::McpMount {
         gateway,
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
     };
-    let state = oncebox_api::AppState::new(pool.clone(), intake, oncebox_api::DEFAULT_BODY_LIMIT)
-        .await?
-        .with_rate_limits(oncebox_api::limits::RateLimits {
-            per_token: far,
-            per_tenant: far,
-        });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot bind a loopback port")?;
@@ -187,9 +190,5 @@ async fn measure_http(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.context("benchmark client panicked")??);
-    }
-    Ok(crate::intake::figure(all, start.elapsed()))
+    crate::intake::collect(tasks, start).await
 }

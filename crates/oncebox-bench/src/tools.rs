@@ -144,7 +144,7 @@ async fn measure_mcp(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    collect(tasks, start).await
+    crate::intake::collect(tasks, start).await
 }
 
 /// `clients` tasks submitting over the HTTP API and long-polling each intent until settled.
@@ -179,21 +179,10 @@ async fn measure_api(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    collect(tasks, start).await
+    crate::intake::collect(tasks, start).await
 }
 
 fn arguments(i: u64) -> serde_json::Map<String, Value> {
     let value = json!({"order_id": format!("order-{i}"), "amount": "12500.00"});
     value.as_object().cloned().unwrap_or_default()
-}
-
-async fn collect(
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Vec<u32>>>>,
-    start: Instant,
-) -> anyhow::Result<Figure> {
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.context("benchmark client panicked")??);
-    }
-    Ok(crate::intake::figure(all, start.elapsed()))
 }

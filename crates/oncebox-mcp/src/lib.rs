@@ -164,12 +164,7 @@ impl Gateway {
             if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
                 return Ok(intent_result(&intent));
             }
-            let _ = tokio::time::timeout_at(deadline, async {
-                if settled.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            })
-            .await;
+            oncebox_store::next_settlement(&mut settled, deadline).await;
         }
     }
 

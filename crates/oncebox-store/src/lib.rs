@@ -41,7 +41,7 @@ pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
     release, renew,
 };
-pub use settled::listen_for_settled;
+pub use settled::{listen_for_settled, next_settlement};
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};
 pub use wake::{deregister_waiting, register_waiting};
 

@@ -29,3 +29,15 @@ pub async fn listen_for_settled(pool: &PgPool) -> Result<watch::Receiver<u64>, s
     });
     Ok(rx)
 }
+
+/// Waits until `settled` says more intents settled or `deadline` passes, whichever is first —
+/// one step of a waiter's loop (mark unchanged, read its intent, then call this). Should the
+/// listener stop, it waits out the deadline instead of spinning.
+pub async fn next_settlement(settled: &mut watch::Receiver<u64>, deadline: tokio::time::Instant) {
+    let _ = tokio::time::timeout_at(deadline, async {
+        if settled.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    })
+    .await;
+}

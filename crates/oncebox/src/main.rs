@@ -68,23 +68,22 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     if !args.allow_newer_schema {
         oncebox_store::refuse_newer_schema(&pool).await?;
     }
-    let settled = oncebox_store::listen_for_settled(&pool).await?;
+    let state = oncebox_api::AppState::new(pool.clone(), intake.clone(), args.body_limit)
+        .await?
+        .with_rate_limits(rates);
     let gateway = oncebox_mcp::Gateway::new(
-        pool.clone(),
+        pool,
         &config,
-        intake.clone(),
+        intake,
         args.tool_wait.get(),
         oncebox_mcp::Tenancy::PerRequest,
-        settled,
+        state.settled(),
     );
     let mcp = oncebox_api::McpMount {
         gateway,
         allowed_hosts: args.mcp_allowed_hosts,
         allowed_origins: args.mcp_allowed_origins,
     };
-    let state = oncebox_api::AppState::new(pool, intake, args.body_limit)
-        .await?
-        .with_rate_limits(rates);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| {
