@@ -201,6 +201,47 @@ pub enum Destination {
     Http(Box<HttpConfig>),
     /// A RabbitMQ exchange (AMQP 0-9-1), with publisher confirms.
     Amqp(AmqpConfig),
+    /// A tool on an upstream MCP server, called over streamable HTTP.
+    Mcp(Box<McpConfig>),
+}
+
+/// An MCP destination (`kind = "mcp"`): each attempt is one `tools/call` on an upstream MCP
+/// server over streamable HTTP, with the idempotency key in the call's `_meta`
+/// (`oncebox.dev/idempotency_key`). Classified as HTTP is: nothing sent → retry; sent and no
+/// answer → unknown; a result with `isError` → permanent failure.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// The server's streamable HTTP endpoint (`http://` or `https://`, such as
+    /// `https://tools.internal/mcp`).
+    pub url: HttpUrl,
+    /// The upstream tool to call; default: the action's name.
+    pub tool: Option<String>,
+    /// How the upstream tool treats a repeated key in `_meta`.
+    pub idempotency: IdempotencyMode,
+    /// Extra request headers (credentials); values may read the environment with `${NAME}`.
+    /// Never logged.
+    #[serde(default)]
+    pub headers: BTreeMap<HeaderName, HeaderValue>,
+    /// Timeout of one call, from sending to the whole answer (default "10s").
+    #[serde(default = "defaults::timeout")]
+    pub timeout: NonZeroDuration,
+    /// Retry policy for calls that definitely did not execute.
+    #[serde(default)]
+    pub retry: RetrySettings,
+    /// How long after dispatch a lookup that finds nothing may still be behind (default "60s").
+    #[serde(default = "defaults::consistency_window")]
+    pub consistency_window: HumanDuration,
+    /// JSON pointer to the external reference in the result's `structuredContent`.
+    pub reference_pointer: Option<JsonPointer>,
+    /// Deliveries in flight to this destination at once, per worker (default: no extra limit).
+    pub max_in_flight: Option<NonZeroUsize>,
+    /// Reconciliation lookup over HTTP; required for `idempotency = "lookup"`.
+    pub lookup: Option<LookupSettings>,
+    /// Upstream tools that change nothing, offered by the MCP gateway as they are and called
+    /// directly — no intent, no journal. List only tools that are read-only.
+    #[serde(default)]
+    pub read_only_tools: Vec<String>,
 }
 
 /// An HTTP destination (`kind = "http"`).
@@ -280,6 +321,7 @@ impl Destination {
         match self {
             Destination::Http(h) => h.idempotency,
             Destination::Amqp(_) => IdempotencyMode::Key,
+            Destination::Mcp(m) => m.idempotency,
         }
     }
 
@@ -288,6 +330,7 @@ impl Destination {
         match self {
             Destination::Http(h) => h.timeout.get(),
             Destination::Amqp(a) => a.timeout.get(),
+            Destination::Mcp(m) => m.timeout.get(),
         }
     }
 
@@ -296,6 +339,7 @@ impl Destination {
         match self {
             Destination::Http(h) => &h.retry,
             Destination::Amqp(a) => &a.retry,
+            Destination::Mcp(m) => &m.retry,
         }
     }
 
@@ -304,6 +348,7 @@ impl Destination {
         match self {
             Destination::Http(h) => h.max_in_flight,
             Destination::Amqp(a) => a.max_in_flight,
+            Destination::Mcp(m) => m.max_in_flight,
         }
     }
 
@@ -312,6 +357,7 @@ impl Destination {
         match self {
             Destination::Http(h) => h.lookup.as_ref(),
             Destination::Amqp(_) => None,
+            Destination::Mcp(m) => m.lookup.as_ref(),
         }
     }
 
@@ -320,6 +366,7 @@ impl Destination {
         match self {
             Destination::Http(h) => h.consistency_window.get(),
             Destination::Amqp(_) => Duration::ZERO,
+            Destination::Mcp(m) => m.consistency_window.get(),
         }
     }
 }
@@ -403,12 +450,41 @@ impl Config {
             if let Err(e) = dest.retry().policy().validate() {
                 return Err(ConfigError::new(field("retry"), e.to_string()));
             }
-            if let Destination::Http(h) = dest {
-                h.validate()
-                    .map_err(|(f, reason)| ConfigError::new(field(&f), reason))?;
-            }
+            let checked = match dest {
+                Destination::Http(h) => check_lookup(h.lookup.as_ref(), h.idempotency),
+                Destination::Mcp(m) => self.check_mcp(m),
+                Destination::Amqp(_) => Ok(()),
+            };
+            checked.map_err(|(f, reason)| ConfigError::new(field(&f), reason))?;
         }
         Ok(())
+    }
+
+    /// An MCP destination's tool names, read-only tools (offered by the gateway beside the
+    /// actions' tools, so their names must not collide) and lookup.
+    fn check_mcp(&self, m: &McpConfig) -> Result<(), (String, String)> {
+        if let Some(tool) = &m.tool {
+            check_tool_name(tool).map_err(|reason| ("tool".to_owned(), reason))?;
+        }
+        for (i, tool) in m.read_only_tools.iter().enumerate() {
+            let field = format!("read_only_tools[{i}]");
+            check_tool_name(tool).map_err(|reason| (field.clone(), reason))?;
+            let taken = self.actions.get(tool).is_some_and(|a| a.tool.is_some())
+                || tool == GET_INTENT_TOOL
+                || self.destinations.values().any(|d| match d {
+                    Destination::Mcp(other) if !std::ptr::eq(other.as_ref(), m) => {
+                        other.read_only_tools.contains(tool)
+                    }
+                    _ => false,
+                });
+            if taken || m.read_only_tools[..i].contains(tool) {
+                return Err((
+                    field,
+                    format!("{tool:?} is already the name of another tool"),
+                ));
+            }
+        }
+        check_lookup(m.lookup.as_ref(), m.idempotency)
     }
 
     /// Replaces every `${NAME}` in header values and AMQP URLs by the environment variable
@@ -428,17 +504,9 @@ impl Config {
                     }
                 }
                 Destination::Http(h) => {
-                    for (header, value) in &mut h.headers {
-                        value.resolve(&format!("destinations.{name}.headers.{header}"), &lookup)?;
-                    }
-                    let own = h.lookup.as_mut().and_then(|l| l.headers.as_mut());
-                    for (header, value) in own.into_iter().flatten() {
-                        value.resolve(
-                            &format!("destinations.{name}.lookup.headers.{header}"),
-                            &lookup,
-                        )?;
-                    }
+                    resolve_headers(name, &mut h.headers, h.lookup.as_mut(), &lookup)?;
                 }
+                Destination::Mcp(m) => m.resolve_env(name, &lookup)?,
             }
         }
         Ok(())
@@ -453,18 +521,57 @@ impl Config {
 /// The name of the MCP tool that reads an intent (`oncebox mcp`); no action may take it.
 pub const GET_INTENT_TOOL: &str = "get_intent";
 
-/// An action offered as a tool needs a name MCP clients accept and a description.
-fn check_tool(name: &str, tool: &ToolSettings) -> Result<(), (&'static str, String)> {
+/// Replaces `${NAME}` in the headers of destination `name` and of its lookup.
+fn resolve_headers(
+    name: &str,
+    headers: &mut BTreeMap<HeaderName, HeaderValue>,
+    lookup_settings: Option<&mut LookupSettings>,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    for (header, value) in headers {
+        value.resolve(&format!("destinations.{name}.headers.{header}"), lookup)?;
+    }
+    let own = lookup_settings.and_then(|l| l.headers.as_mut());
+    for (header, value) in own.into_iter().flatten() {
+        value.resolve(
+            &format!("destinations.{name}.lookup.headers.{header}"),
+            lookup,
+        )?;
+    }
+    Ok(())
+}
+
+impl McpConfig {
+    /// Replaces every `${NAME}` in the headers of MCP destination `name` (and of its lookup) by
+    /// the variable read through `lookup`. The gateway resolves only the destinations whose
+    /// read-only tools it passes through; the worker resolves the whole file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the header whose variable is not set.
+    pub fn resolve_env(
+        &mut self,
+        name: &str,
+        lookup: &impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        resolve_headers(name, &mut self.headers, self.lookup.as_mut(), lookup)
+    }
+}
+
+/// A name MCP clients accept for a tool.
+fn check_tool_name(name: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    if name.len() > 128 || !name.chars().all(allowed) {
-        return Err((
-            ".tool",
-            format!(
-                "{name:?} cannot be an MCP tool name: use letters, digits, '_', '-' and '.' \
-                 (at most 128)"
-            ),
+    if name.is_empty() || name.len() > 128 || !name.chars().all(allowed) {
+        return Err(format!(
+            "{name:?} cannot be an MCP tool name: use letters, digits, '_', '-' and '.' \
+             (at most 128)"
         ));
     }
+    Ok(())
+}
+
+/// An action offered as a tool needs a name MCP clients accept and a description.
+fn check_tool(name: &str, tool: &ToolSettings) -> Result<(), (&'static str, String)> {
+    check_tool_name(name).map_err(|reason| (".tool", reason))?;
     if name == GET_INTENT_TOOL {
         return Err((
             ".tool",
@@ -477,36 +584,37 @@ fn check_tool(name: &str, tool: &ToolSettings) -> Result<(), (&'static str, Stri
     Ok(())
 }
 
-impl HttpConfig {
-    /// Cross-field checks of an HTTP destination: its lookup (required for
-    /// `idempotency = "lookup"`, a URL template naming the key), and its status lists.
-    fn validate(&self) -> Result<(), (String, String)> {
-        match (&self.lookup, self.idempotency) {
-            (None, IdempotencyMode::Lookup) => {
+/// A destination's lookup: required for `idempotency = "lookup"`, a URL template naming the
+/// key, fields that name a field.
+fn check_lookup(
+    lookup: Option<&LookupSettings>,
+    idempotency: IdempotencyMode,
+) -> Result<(), (String, String)> {
+    match (lookup, idempotency) {
+        (None, IdempotencyMode::Lookup) => {
+            return Err((
+                "lookup".into(),
+                "required for idempotency = \"lookup\"".into(),
+            ));
+        }
+        (Some(l), _) => {
+            let url = l.url.as_str();
+            if !(url.contains("{key}") || url.contains("{external_reference}")) {
                 return Err((
-                    "lookup".into(),
-                    "required for idempotency = \"lookup\"".into(),
+                    "lookup.url".into(),
+                    "must contain {key} or {external_reference}".into(),
                 ));
             }
-            (Some(l), _) => {
-                let url = l.url.as_str();
-                if !(url.contains("{key}") || url.contains("{external_reference}")) {
-                    return Err((
-                        "lookup.url".into(),
-                        "must contain {key} or {external_reference}".into(),
-                    ));
-                }
-                if let Some(i) = l.fields.iter().position(JsonPointer::is_root) {
-                    return Err((
-                        format!("lookup.fields[{i}]"),
-                        "must name a field such as \"/amount\", not the whole object".into(),
-                    ));
-                }
+            if let Some(i) = l.fields.iter().position(JsonPointer::is_root) {
+                return Err((
+                    format!("lookup.fields[{i}]"),
+                    "must name a field such as \"/amount\", not the whole object".into(),
+                ));
             }
-            _ => {}
         }
-        Ok(())
+        _ => {}
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,11 +65,14 @@ pub enum ErrorCode {
     Reissue,
     /// An operator decided the intent failed.
     Operator,
+    /// An MCP server refused the call (a JSON-RPC error such as an unknown tool or invalid
+    /// arguments) or its tool reported an error (`isError`).
+    ToolError,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (the labels of `oncebox.error_code`).
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::ConnectRefused,
         ErrorCode::Dns,
         ErrorCode::Tls,
@@ -91,6 +94,7 @@ impl ErrorCode {
         ErrorCode::LookupMismatch,
         ErrorCode::Reissue,
         ErrorCode::Operator,
+        ErrorCode::ToolError,
     ];
 
     /// The snake_case name stored in `attempts.error_code` and `intents.last_error`.
@@ -117,6 +121,7 @@ impl ErrorCode {
             ErrorCode::LookupMismatch => "lookup_mismatch",
             ErrorCode::Reissue => "reissue",
             ErrorCode::Operator => "operator",
+            ErrorCode::ToolError => "tool_error",
         }
     }
 }

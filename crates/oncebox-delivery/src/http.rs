@@ -365,7 +365,11 @@ async fn read_body(
     Ok(body)
 }
 
-fn unknown(code: ErrorCode, detail: String, status_code: Option<u16>) -> DeliveryOutcome {
+pub(crate) fn unknown(
+    code: ErrorCode,
+    detail: String,
+    status_code: Option<u16>,
+) -> DeliveryOutcome {
     DeliveryOutcome::Unknown {
         error: AttemptError {
             code,
@@ -377,7 +381,7 @@ fn unknown(code: ErrorCode, detail: String, status_code: Option<u16>) -> Deliver
 
 /// A transport error: before the request could have left (connect, DNS, TLS) it is safe to
 /// retry; after (timeout, reset, reused connection closed) the outcome is unknown.
-fn classify_transport_error(e: &reqwest::Error) -> DeliveryOutcome {
+pub(crate) fn classify_transport_error(e: &reqwest::Error) -> DeliveryOutcome {
     let chain = error_chain(e);
     if e.is_connect() {
         let lower = chain.to_lowercase();
@@ -421,14 +425,14 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// A minimal `text/event-stream` reader: finds the first event named `target` and returns its
 /// data (RFC: lines `event:` and `data:`, events end at a blank line).
 #[derive(Default)]
-struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     event: Option<String>,
     data: Vec<String>,
 }
 
 impl SseParser {
-    fn feed(&mut self, chunk: &[u8], target: &str) -> Option<String> {
+    pub(crate) fn feed(&mut self, chunk: &[u8], target: &str) -> Option<String> {
         self.buf.extend_from_slice(chunk);
         while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.buf.drain(..=pos).collect();

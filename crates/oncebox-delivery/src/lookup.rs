@@ -1,8 +1,9 @@
 //! Reconciliation lookups: find the effects of an intent at its destination by key.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use oncebox_core::config::{HttpConfig, LookupSettings};
+use oncebox_core::config::{self, HttpConfig, LookupSettings};
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -56,12 +57,25 @@ impl HttpLookup {
         name: &str,
         dest: &HttpConfig,
     ) -> Result<Option<HttpLookup>, BuildError> {
-        let Some(settings) = &dest.lookup else {
+        HttpLookup::configured(name, dest.lookup.as_ref(), &dest.headers)
+    }
+
+    /// The lookup `settings` of destination `name` (of any kind), sending the lookup's own
+    /// headers when configured, else the destination's `headers` (resolved).
+    ///
+    /// # Errors
+    /// [`BuildError`] naming the header whose value is not valid in HTTP.
+    pub fn configured(
+        name: &str,
+        settings: Option<&LookupSettings>,
+        headers: &BTreeMap<config::HeaderName, config::HeaderValue>,
+    ) -> Result<Option<HttpLookup>, BuildError> {
+        let Some(settings) = settings else {
             return Ok(None);
         };
         let mut headers = match &settings.headers {
             Some(own) => header_map(name, "lookup.headers", own)?,
-            None => header_map(name, "headers", &dest.headers)?,
+            None => header_map(name, "headers", headers)?,
         };
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         Ok(Some(HttpLookup::new(settings, headers)))

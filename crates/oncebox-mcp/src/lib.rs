@@ -13,6 +13,7 @@
 //! - [`META_RUN`] — the agent run (the session of `step_key`; default: the MCP session);
 //! - [`META_STEP`] — the step within it, a non-negative integer (default 0).
 
+mod passthrough;
 mod result;
 
 use std::collections::BTreeMap;
@@ -33,10 +34,11 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::watch;
 
+pub use passthrough::Passthrough;
 pub use result::{intent_result, refusal};
 
 /// `_meta` key of an explicit idempotency key.
-pub const META_KEY: &str = "oncebox.dev/idempotency_key";
+pub const META_KEY: &str = oncebox_delivery::mcp::META_KEY;
 /// `_meta` key of the agent run (`step_key`'s session).
 pub const META_RUN: &str = "oncebox.dev/run_id";
 /// `_meta` key of the step within the run.
@@ -66,6 +68,7 @@ pub struct Gateway {
     wait: Duration,
     tenancy: Tenancy,
     settled: watch::Receiver<u64>,
+    passthrough: Arc<Passthrough>,
 }
 
 impl Gateway {
@@ -87,7 +90,15 @@ impl Gateway {
             wait,
             tenancy,
             settled,
+            passthrough: Arc::default(),
         }
+    }
+
+    /// The gateway also offering `passthrough`'s read-only upstream tools, called directly.
+    #[must_use]
+    pub fn with_passthrough(mut self, passthrough: Passthrough) -> Gateway {
+        self.passthrough = Arc::new(passthrough);
+        self
     }
 
     /// The tools offered: the configured ones and [`GET_INTENT_TOOL`].
@@ -213,14 +224,19 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        let mut tools = self.tools();
+        tools.extend(self.passthrough.tools().await);
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         if name == GET_INTENT_TOOL {
             return Some(get_intent_tool());
         }
-        self.tools.get(name).cloned()
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.passthrough.tool(name))
     }
 
     async fn call_tool(
@@ -233,6 +249,18 @@ impl ServerHandler for Gateway {
         let name = request.name.as_ref();
         if name == GET_INTENT_TOOL {
             return self.get_intent(&tenant, &arguments).await.map(Into::into);
+        }
+        if self.passthrough.has(name) {
+            let meta = request
+                .meta
+                .as_ref()
+                .map(|m| m.0.0.clone())
+                .unwrap_or_default();
+            return self
+                .passthrough
+                .call(name, arguments, meta, self.wait)
+                .await
+                .map(Into::into);
         }
         if !self.tools.contains_key(name) {
             return Err(McpError::invalid_params(

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use oncebox_core::RetryPolicy;
 use oncebox_core::config::{Config, Destination, IdempotencyMode};
-use oncebox_delivery::{AmqpDestination, DeliveryRequest, HttpDestination, HttpLookup};
+use oncebox_delivery::{
+    AmqpDestination, DeliveryRequest, HttpDestination, HttpLookup, McpDestination,
+};
 use tokio::sync::Semaphore;
 
 /// A destination's transport adapter.
@@ -15,6 +17,8 @@ pub enum Adapter {
     Http(HttpDestination),
     /// RabbitMQ.
     Amqp(AmqpDestination),
+    /// A tool on an MCP server.
+    Mcp(McpDestination),
 }
 
 impl Adapter {
@@ -23,6 +27,7 @@ impl Adapter {
         match self {
             Adapter::Http(h) => h.name(),
             Adapter::Amqp(a) => a.name(),
+            Adapter::Mcp(m) => m.name(),
         }
     }
 
@@ -31,6 +36,7 @@ impl Adapter {
         match self {
             Adapter::Http(h) => h.timeout(),
             Adapter::Amqp(a) => a.timeout(),
+            Adapter::Mcp(m) => m.timeout(),
         }
     }
 
@@ -43,6 +49,7 @@ impl Adapter {
         match self {
             Adapter::Http(h) => h.deliver(req, budget).await,
             Adapter::Amqp(a) => a.deliver(req, budget).await,
+            Adapter::Mcp(m) => m.deliver(req, budget).await,
         }
     }
 }
@@ -95,6 +102,7 @@ impl Routes {
                         Destination::Amqp(a) => {
                             Adapter::Amqp(AmqpDestination::new(name, a, default_amqp_url)?)
                         }
+                        Destination::Mcp(m) => Adapter::Mcp(McpDestination::new(name, m)?),
                     },
                     policy: dest.retry().policy(),
                     mode: dest.idempotency(),
@@ -104,6 +112,9 @@ impl Routes {
                     lookup: match dest {
                         Destination::Http(h) => HttpLookup::for_destination(name, h)?,
                         Destination::Amqp(_) => None,
+                        Destination::Mcp(m) => {
+                            HttpLookup::configured(name, m.lookup.as_ref(), &m.headers)?
+                        }
                     },
                     consistency_window: dest.consistency_window(),
                 }),

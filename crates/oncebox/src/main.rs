@@ -78,7 +78,8 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         args.tool_wait.get(),
         oncebox_mcp::Tenancy::PerRequest,
         state.settled(),
-    );
+    )
+    .with_passthrough(passthrough(&config)?);
     let mcp = oncebox_api::McpMount {
         gateway,
         allowed_hosts: args.mcp_allowed_hosts,
@@ -130,7 +131,8 @@ async fn mcp(args: cli::McpArgs) -> exit::CliResult {
         args.tool_wait.get(),
         tenancy,
         settled,
-    );
+    )
+    .with_passthrough(passthrough(&config)?);
     let running = gateway
         .serve(rmcp::transport::stdio())
         .await
@@ -142,6 +144,15 @@ async fn mcp(args: cli::McpArgs) -> exit::CliResult {
         () = commands::wait_for_signal() => {}
     }
     Ok(())
+}
+
+/// The read-only upstream tools the gateway passes through, their credentials read from the
+/// environment.
+fn passthrough(
+    config: &oncebox_core::config::Config,
+) -> Result<oncebox_mcp::Passthrough, exit::CliError> {
+    oncebox_mcp::Passthrough::from_config(config, |name| std::env::var(name).ok())
+        .map_err(|e| exit::CliError::usage(e.field.clone(), e.to_string()))
 }
 
 async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {

@@ -78,6 +78,9 @@ fn refine_destination(root: &DeTable<'_>, name: &str) -> Option<ConfigError> {
         "amqp" => serde::Deserialize::deserialize(deserializer)
             .map(|_: super::AmqpConfig| ())
             .err(),
+        "mcp" => serde::Deserialize::deserialize(deserializer)
+            .map(|_: super::McpConfig| ())
+            .err(),
         _ => None,
     }?;
     let span = error.span()?;

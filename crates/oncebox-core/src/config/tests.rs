@@ -229,17 +229,22 @@ mod example {
     fn deploy_example_parses() {
         let text = include_str!("../../../../deploy/oncebox.example.toml");
         let c = super::Config::from_toml(text).expect("deploy/oncebox.example.toml is valid");
-        assert_eq!(c.actions.len(), 3);
-        assert_eq!(c.destinations.len(), 3);
+        assert_eq!(c.actions.len(), 4);
+        assert_eq!(c.destinations.len(), 4);
         let kinds: Vec<&str> = c
             .destinations
             .values()
             .map(|d| match d {
                 super::Destination::Http(_) => "http",
                 super::Destination::Amqp(_) => "amqp",
+                super::Destination::Mcp(_) => "mcp",
             })
             .collect();
-        assert_eq!(kinds, ["http", "amqp", "http"], "every transport is shown");
+        assert_eq!(
+            kinds,
+            ["http", "amqp", "mcp", "http"],
+            "every transport is shown"
+        );
     }
 }
 
@@ -276,5 +281,64 @@ fn lookup_headers_are_the_destinations_unless_given_and_read_the_environment() {
     assert_eq!(
         c.resolve_env(env).expect_err("unset").field,
         "destinations.billing.lookup.headers.Authorization"
+    );
+}
+
+const MCP: &str = r#"
+[actions.open_ticket]
+destination = "helpdesk"
+tool = { description = "Open a ticket." }
+
+[destinations.helpdesk]
+kind = "mcp"
+url = "https://helpdesk.example/mcp"
+idempotency = "key"
+headers = { Authorization = "Bearer ${H}" }
+read_only_tools = ["search_tickets"]
+"#;
+
+#[test]
+fn an_mcp_destination_names_its_tools_and_reads_its_secrets() {
+    let mut c = Config::from_toml(MCP).expect("valid");
+    let Destination::Mcp(m) = &c.destinations["helpdesk"] else {
+        panic!("an MCP destination");
+    };
+    assert_eq!(m.tool, None, "default: the action's name");
+    assert_eq!(m.read_only_tools, ["search_tickets"]);
+    assert_eq!(
+        c.destinations["helpdesk"].timeout(),
+        Duration::from_secs(10)
+    );
+    let err = c.clone().resolve_env(|_| None).expect_err("unset");
+    assert_eq!(err.field, "destinations.helpdesk.headers.Authorization");
+    c.resolve_env(|_| Some("s".into())).expect("resolved");
+    let field = |text: String| Config::from_toml(&text).expect_err(&text).field;
+    let clash = |tool: &str| MCP.replace("\"search_tickets\"", &format!("\"{tool}\""));
+    // A read-only tool may not take the name of a tool the gateway already offers.
+    for taken in ["open_ticket", "get_intent"] {
+        assert_eq!(
+            field(clash(taken)),
+            "destinations.helpdesk.read_only_tools[0]"
+        );
+    }
+    assert_eq!(
+        field(clash("a b")),
+        "destinations.helpdesk.read_only_tools[0]"
+    );
+    assert_eq!(
+        field(MCP.replace("\"key\"", "\"lookup\"")),
+        "destinations.helpdesk.lookup"
+    );
+    assert_eq!(
+        field(format!("{MCP}tool = \"\"")),
+        "destinations.helpdesk.tool"
+    );
+    assert_eq!(
+        field(format!("{MCP}routing_key = \"x\"")),
+        "destinations.helpdesk.routing_key"
+    );
+    assert_eq!(
+        field(MCP.replace("https://helpdesk.example/mcp", "helpdesk")),
+        "destinations.helpdesk.url"
     );
 }
