@@ -19,6 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 const CONFIG: &str = r#"
 [actions.create_invoice]
 destination = "billing"
+tool = { description = "Create an invoice, once." }
 
 [actions.refund]
 destination = "billing"
@@ -1552,5 +1553,122 @@ async fn unknown_paths_and_wrong_methods_are_problem_json() {
     let allow = header(&r, "allow").unwrap_or_default();
     assert!(allow.contains("POST"), "Allow: {allow:?}");
     problem(&answer(r).await, 405, "method");
+    api.stop().await;
+}
+
+/// An MCP client of `api` for `token` over streamable HTTP (rmcp's client), declaring the
+/// tasks extension when `tasks`.
+async fn mcp_client(
+    api: &Api,
+    token: &str,
+    tasks: bool,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::ServiceExt;
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let capabilities = if tasks {
+        ClientCapabilities::builder().enable_tasks().build()
+    } else {
+        ClientCapabilities::default()
+    };
+    let info = ClientConfig::new(capabilities, Implementation::new("api-test", "1"));
+    let transport = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", api.base))
+        .auth_header(token);
+    info.serve(StreamableHttpClientTransport::from_config(transport))
+        .await
+        .expect("MCP initialize")
+}
+
+/// A `create_invoice` call at step `step` of run "run-1".
+fn invoice_call(step: u32) -> rmcp::model::CallToolRequestParams {
+    use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
+    let mut call = CallToolRequestParams::new("create_invoice").with_arguments(
+        json!({"amount": 1})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let meta = json!({"oncebox.dev/run_id": "run-1", "oncebox.dev/step": step.to_string()});
+    call.meta = Some(RequestMetaObject(MetaObject(
+        meta.as_object().cloned().unwrap_or_default(),
+    )));
+    call
+}
+
+#[tokio::test]
+async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
+    use rmcp::model::{CallToolResponse, CancelTaskParams, GetTaskParams, TaskStatus};
+    let api = Api::start_with("mcp_tasks", &["--tool-wait", "200ms"]).await;
+    let token = api.token("tenant-a");
+    let client = mcp_client(&api, &token, true).await;
+    let caps = client.peer_info().map(|i| i.capabilities.supports_tasks());
+    assert_eq!(caps, Some(true), "initialize says the gateway serves tasks");
+    // Nobody delivers yet: past the tool wait, the call is a task named by the intent's key.
+    let task = |r: CallToolResponse| match r {
+        CallToolResponse::Task(t) => t.task,
+        other => panic!("expected a task: {other:?}"),
+    };
+    let first = task(client.call_tool_once(invoice_call(1)).await.expect("call"));
+    let key = oncebox_core::step_key("run-1", 1, "create_invoice", &json!({"amount": 1}));
+    assert_eq!(
+        (first.task_id.as_str(), first.status),
+        (key.as_str(), TaskStatus::Working)
+    );
+    let again = task(client.call_tool_once(invoice_call(1)).await.expect("call"));
+    assert_eq!(again.task_id, key, "a retried call is the same task");
+    let get = async |id: &str| {
+        let params = GetTaskParams::new(id);
+        client.get_task(params).await.expect("tasks/get").task
+    };
+    assert_eq!(get(&key).await.status(), TaskStatus::Working);
+    // A second call is cancelled before anyone dispatched it.
+    let second = task(client.call_tool_once(invoice_call(2)).await.expect("call"));
+    client
+        .cancel_task(CancelTaskParams::new(second.task_id.clone()))
+        .await
+        .expect("tasks/cancel");
+    assert_eq!(get(&second.task_id).await.status(), TaskStatus::Cancelled);
+    // Another tenant has no such task.
+    let other = mcp_client(&api, &api.token("tenant-b"), true).await;
+    assert!(
+        other
+            .get_task(GetTaskParams::new(key.clone()))
+            .await
+            .is_err()
+    );
+    // A worker delivers the first: the task completes with the call's result, one effect.
+    let (rx, worker) = deliver_soon(&api).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let t = get(&key).await;
+        if t.status() != TaskStatus::Working {
+            break t;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let rmcp::model::TaskPayload::Completed { result } = &done.payload else {
+        panic!("expected a completed task: {done:?}");
+    };
+    assert_eq!(
+        result["structuredContent"]["status"], "succeeded",
+        "{result:?}"
+    );
+    assert_eq!(rx.effects().get(&key), Some(&1));
+    // A client without the extension gets results, never tasks.
+    let plain = mcp_client(&api, &token, false).await;
+    let result = plain.call_tool(invoice_call(1)).await.expect("call");
+    assert_eq!(
+        result
+            .structured_content
+            .as_ref()
+            .map(|c| c["status"].clone()),
+        Some(json!("succeeded"))
+    );
+    worker.stop().await;
     api.stop().await;
 }

@@ -1,6 +1,7 @@
-"""A TCP proxy that loses answers: it forwards each request to the server and, for the first
-``drop`` connections, reads the server's answer (so the server has committed) and closes the
-client's connection without passing it on — a timeout after the action happened."""
+"""Proxies that lose answers after the server acted — a timeout after the action happened.
+``LossyProxy`` forwards TCP and, for the first ``drop`` connections, reads the server's answer
+(so the server has committed) and closes the client's connection without passing it on;
+``ToolCallDropper`` does the same per HTTP request, for the first ``drop`` MCP tool calls."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import socket
 import threading
 
 
-class LossyProxy:
-    """Listens on 127.0.0.1 (``port``); forwards to ``upstream``; counts what it saw."""
+class _Proxy:
+    """Listens on 127.0.0.1 (``port``), forwards to ``upstream``, and loses the answers of the
+    first ``drop`` of what it counts; each accepted connection goes to ``_connection``."""
 
     def __init__(self, upstream: tuple[str, int], drop: int) -> None:
         self.upstream = upstream
         self.drop = drop
-        self.connections = 0
         self.dropped = 0
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -28,18 +29,35 @@ class LossyProxy:
     def close(self) -> None:
         self._listener.close()
 
+    def _lose_next(self) -> bool:
+        """Whether to lose the next answer (the first ``drop`` are lost)."""
+        with self._lock:
+            lose = self.dropped < self.drop
+            if lose:
+                self.dropped += 1
+            return lose
+
     def _accept(self) -> None:
         while True:
             try:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            with self._lock:
-                self.connections += 1
-                lose = self.dropped < self.drop
-                if lose:
-                    self.dropped += 1
-            threading.Thread(target=self._serve, args=(client, lose), daemon=True).start()
+            self._connection(client)
+
+    def _connection(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class LossyProxy(_Proxy):
+    """Loses the answers on the first ``drop`` connections; counts connections."""
+
+    connections = 0
+
+    def _connection(self, client: socket.socket) -> None:
+        self.connections += 1
+        lose = self._lose_next()
+        threading.Thread(target=self._serve, args=(client, lose), daemon=True).start()
 
     def _serve(self, client: socket.socket, lose: bool) -> None:
         server = socket.create_connection(self.upstream)
@@ -66,46 +84,23 @@ class LossyProxy:
             server.close()
 
 
-class ToolCallDropper:
+class ToolCallDropper(_Proxy):
     """An HTTP/1.1 proxy in front of an MCP server that loses the answers of the first ``drop``
     ``tools/call`` requests: it forwards each request, reads the server's whole answer (the
     tool has run) and closes the client's connection instead of passing it on. Every other
     request — ``initialize``, ``tools/list``, later calls — is passed through."""
 
-    def __init__(self, upstream: tuple[str, int], drop: int) -> None:
-        self.upstream = upstream
-        self.drop = drop
-        self.calls = 0
-        self.dropped = 0
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+    calls = 0
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def _connection(self, client: socket.socket) -> None:
+        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _lose(self, request: bytes) -> bool:
         if b'"method":"tools/call"' not in request:
             return False
         with self._lock:
             self.calls += 1
-            lose = self.dropped < self.drop
-            if lose:
-                self.dropped += 1
-            return lose
+        return self._lose_next()
 
     def _serve(self, client: socket.socket) -> None:
         server = socket.create_connection(self.upstream)

@@ -29,9 +29,12 @@ pub struct McpMount {
 pub(crate) fn service(
     mount: McpMount,
 ) -> StreamableHttpService<oncebox_mcp::Gateway, LocalSessionManager> {
+    // A tool call's answer is one message (the gateway sends no progress): plain JSON, not an
+    // event stream, where the client negotiated no session.
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_origins(mount.allowed_origins)
-        .enforce_origin_validation();
+        .enforce_origin_validation()
+        .with_json_response(true);
     if !mount.allowed_hosts.is_empty() {
         config = config.with_allowed_hosts(mount.allowed_hosts);
     }

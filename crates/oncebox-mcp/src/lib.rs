@@ -15,6 +15,7 @@
 
 mod passthrough;
 mod result;
+mod tasks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,10 +24,11 @@ use std::time::Duration;
 use oncebox_core::config::{Config, GET_INTENT_TOOL};
 use oncebox_core::{NewIntent, step_key};
 use oncebox_store::tokens::Caller;
-use oncebox_store::{Intake, SubmitError, intent_by_key};
+use oncebox_store::{Intake, Intent, SubmitError, intent_by_key};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -130,7 +132,8 @@ impl Gateway {
         }
     }
 
-    /// Submits one call of `tool` as an intent and waits for it to settle.
+    /// Submits one call of `tool` as an intent and waits for it to settle: its intent, or the
+    /// refusal that stopped it. `tasks`: the client takes a task for an intent still on its way.
     async fn call(
         &self,
         tenant: String,
@@ -138,11 +141,12 @@ impl Gateway {
         tool: &str,
         arguments: JsonObject,
         meta: &JsonObject,
-    ) -> Result<CallToolResult, McpError> {
+        tasks: bool,
+    ) -> Result<CallToolResponse, McpError> {
         let arguments = Value::Object(arguments);
         let (key, run_id, step) = match key_of(tool, &arguments, meta, session.as_deref()) {
             Ok(found) => found,
-            Err((field, detail)) => return Ok(refusal("invalid", &field, &detail)),
+            Err((field, detail)) => return Ok(refusal("invalid", &field, &detail).into()),
         };
         let intent = NewIntent {
             run_id,
@@ -152,18 +156,48 @@ impl Gateway {
         let mut conn = self.pool.acquire().await.map_err(internal)?;
         match self.intake.submit_alone(&mut conn, intent).await {
             Ok(_) => {}
-            Err(SubmitError::Invalid(e)) => return Ok(refusal("invalid", &e.field, &e.reason)),
+            Err(SubmitError::Invalid(e)) => {
+                return Ok(refusal("invalid", &e.field, &e.reason).into());
+            }
             Err(e @ SubmitError::KeyConflict { .. }) => {
-                return Ok(refusal("conflict", "idempotency_key", &e.to_string()));
+                return Ok(refusal("conflict", "idempotency_key", &e.to_string()).into());
             }
             Err(SubmitError::Store(e)) => return Err(internal(e)),
         }
         drop(conn);
-        self.await_settled(&tenant, &key).await
+        let intent = self.await_settled(&tenant, &key).await?;
+        if tasks && !intent.status.is_settled() {
+            return Ok(CallToolResponse::Task(tasks::created(&intent)));
+        }
+        Ok(intent_result(&intent).into())
+    }
+
+    /// `tasks/cancel`: cancels the task's intent if it was never dispatched.
+    async fn cancel(&self, tenant: &str, key: &str) -> Result<(), McpError> {
+        let intent = self.own(tenant, key).await?;
+        if intent.status.is_settled() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(internal)?;
+        match oncebox_store::ops::cancel(&mut tx, intent.id, &format!("mcp:{tenant}")).await {
+            Ok(_) => tx.commit().await.map_err(internal),
+            Err(oncebox_store::ops::OpsError::Refused(why)) => {
+                Err(McpError::invalid_request(why, None))
+            }
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    /// The tenant's intent under `key` (a task id), or an error naming it.
+    async fn own(&self, tenant: &str, key: &str) -> Result<Intent, McpError> {
+        intent_by_key(&self.pool, tenant, key)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| McpError::invalid_params(format!("no task {key:?}"), None))
     }
 
     /// The intent under `key` once settled, or as it stands when the wait runs out.
-    async fn await_settled(&self, tenant: &str, key: &str) -> Result<CallToolResult, McpError> {
+    async fn await_settled(&self, tenant: &str, key: &str) -> Result<Intent, McpError> {
         let deadline = tokio::time::Instant::now() + self.wait;
         let mut settled = self.settled.clone();
         loop {
@@ -173,7 +207,7 @@ impl Gateway {
                 .map_err(internal)?
                 .ok_or_else(|| McpError::internal_error("the intent vanished", None))?;
             if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
-                return Ok(intent_result(&intent));
+                return Ok(intent);
             }
             oncebox_store::next_settlement(&mut settled, deadline).await;
         }
@@ -202,14 +236,18 @@ impl Gateway {
                 "this tenant has no such key",
             )),
             Some(intent) if intent.status.is_settled() => Ok(intent_result(&intent)),
-            Some(_) => self.await_settled(tenant, key).await,
+            Some(_) => Ok(intent_result(&self.await_settled(tenant, key).await?)),
         }
     }
 }
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("oncebox", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool call is recorded as an intent and carried out at most once: calling \
@@ -273,9 +311,30 @@ impl ServerHandler for Gateway {
             .as_ref()
             .map(|m| m.0.0.clone())
             .unwrap_or_else(|| context.meta.0.0.clone());
-        self.call(tenant, session, name, arguments, &meta)
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        self.call(tenant, session, name, arguments, &meta, tasks)
             .await
-            .map(Into::into)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let (tenant, _) = self.who(&context)?;
+        let intent = self.own(&tenant, &request.task_id).await?;
+        Ok(GetTaskResult::new(tasks::detailed(&intent)))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (tenant, _) = self.who(&context)?;
+        self.cancel(&tenant, &request.task_id).await
     }
 }
 
