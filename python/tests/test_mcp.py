@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, cast
 
 import httpx2
@@ -264,3 +265,62 @@ def test_the_readme_stdio_configuration_runs(services: Services) -> None:
             return sorted(t.name for t in (await mcp.list_tools()).tools)
 
     assert asyncio.run(main()) == ["create_invoice", "get_intent", "pay_out"]
+
+
+def gateway_pids(config: Path) -> list[int]:
+    """The `oncebox mcp` processes serving ``config`` (read from /proc: the stdio client does
+    not say which process it started)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp" in argv and str(config).encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_the_stdio_gateway_killed_mid_call_and_the_call_retried_makes_one_effect(
+    services: Services,
+) -> None:
+    services.receiver()
+    config = services.config_file()
+    killed: list[int] = []
+
+    async def first_call() -> None:
+        async with over_stdio(services, "acme", "--tool-wait", "30s") as mcp:
+            call = asyncio.ensure_future(mcp.call_tool("create_invoice", INVOICE, meta=RUN))
+            # The call's intent is committed (no worker runs yet, so it waits): kill the gateway.
+            deadline = time.monotonic() + 30
+            while intents(services.db_url) == 0:
+                assert time.monotonic() < deadline, "the call never submitted"
+                await asyncio.sleep(0.05)
+            (pid,) = gateway_pids(config)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            # Whatever the client makes of its server dying mid-call, the call does not succeed.
+            done, _ = await asyncio.wait({call}, timeout=30)
+            assert done, "the call did not end when its server died"
+            assert call.exception() is not None or call.result().is_error
+
+    try:
+        asyncio.run(first_call())
+    except AssertionError:
+        raise
+    except Exception:  # the client's teardown after its server died
+        pass
+    assert killed, "the gateway was not killed"
+    assert gateway_pids(config) == []
+    assert intents(services.db_url) == 1
+    services.worker()
+
+    async def retry() -> dict[str, Any]:
+        # A new gateway process, so a new MCP session: the run and step in _meta name the call.
+        async with over_stdio(services, "acme", "--tool-wait", "30s") as mcp:
+            return structured(await mcp.call_tool("create_invoice", INVOICE, meta=RUN))
+
+    result = asyncio.run(retry())
+    assert result["status"] == "succeeded"
+    assert intents(services.db_url) == 1
+    assert services.effects(result["idempotency_key"]) == 1
