@@ -97,6 +97,11 @@ pub async fn serve_with(
                 }
             },
         };
+        // Answers are small and written in pieces (headers, then a streamed body): without
+        // TCP_NODELAY, Nagle's algorithm holds the last piece until the client's delayed ACK.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
         let service = TowerToHyperService::new(router.clone());
         let Some(tls) = &tls else {
             let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
