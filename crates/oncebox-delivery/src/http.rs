@@ -282,10 +282,9 @@ impl HttpDestination {
             .flatten();
         let external_reference = match (&self.reference_pointer, &parsed) {
             (None, _) => None,
-            (Some(p), Some(v)) => match v.pointer(p) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => {
+            (Some(p), Some(v)) => match reference_at(v, p) {
+                Some(reference) => Some(reference),
+                None => {
                     return unknown(
                         ErrorCode::MalformedResponse,
                         format!("HTTP {status} without a reference at {p}"),
@@ -317,6 +316,15 @@ impl HttpDestination {
             external_reference,
             response,
         }
+    }
+}
+
+/// The external reference at pointer `p` of an answer: a string, or a number as text.
+pub(crate) fn reference_at(answer: &Value, p: &str) -> Option<String> {
+    match answer.pointer(p) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
     }
 }
 

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::classify::{StatusClass, StatusOverrides, classify_status};
 use crate::http::{
     BuildError, DeliveryRequest, MAX_RESPONSE_BYTES, SseParser, classify_transport_error,
-    header_map, install_crypto_provider,
+    header_map, install_crypto_provider, reference_at,
 };
 
 /// `_meta` key carrying the idempotency key of a call (the same key the gateway accepts).
@@ -589,13 +589,8 @@ impl McpDestination {
         }
         let structured = result.get("structuredContent").cloned();
         let external_reference = match (&self.reference_pointer, &structured) {
-            (None, _) => None,
-            (Some(p), Some(v)) => match v.pointer(p) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            },
-            (Some(_), None) => None,
+            (Some(p), Some(v)) => reference_at(v, p),
+            _ => None,
         };
         if let (Some(p), None) = (&self.reference_pointer, &external_reference) {
             return DeliveryOutcome::Unknown {
