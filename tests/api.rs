@@ -718,6 +718,28 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
     problem(&retry, 409, "key");
     let shown = api.get(&ops, "/v1/ops/intents/r1").await;
     assert_eq!(shown.1["history"][0]["outcome"], "operator_resolved");
+    // The decision is audited with the token that made it; the refused retry is not.
+    let mut conn = PgConnection::connect(&api.db_url).await.expect("db");
+    let audit: Vec<(String, String, String, String)> =
+        sqlx::query_as("SELECT actor, role, via, action FROM oncebox.audit ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .expect("audit");
+    let token_id: (i64,) = sqlx::query_as(
+        "SELECT id FROM oncebox.api_tokens WHERE role = 'ops' AND tenant_id = 'tenant-a'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("token id");
+    assert_eq!(
+        audit,
+        [(
+            format!("token {}", token_id.0),
+            "ops".to_owned(),
+            "api".to_owned(),
+            "resolve".to_owned()
+        )]
+    );
     api.stop().await;
 }
 

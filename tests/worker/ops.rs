@@ -77,9 +77,66 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
 
     // Cancel before dispatch works; while a worker holds the lease it is refused.
     env.intent("later", json!({"n": 3})).await;
-    let (code, cancelled, err) = ops(&env, &["cancel", "later"]);
+    let (code, cancelled, err) = ops(&env, &["cancel", "later", "--reason", "order withdrawn"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(cancelled["status"], "cancelled");
+    // Each decision is in the audit log, newest first; refused ones are not.
+    let (code, audit, err) = ops(&env, &["audit"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<(&str, &str, &str, &str, &str, &str, &str)> = audit
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let s = |f: &str| r[f].as_str().unwrap_or("-");
+            let via = s("via");
+            let who = s("actor");
+            (
+                s("idempotency_key"),
+                s("action"),
+                who,
+                via,
+                s("reason"),
+                s("status_before"),
+                s("status_after"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "later",
+                "cancel",
+                "ana",
+                "cli",
+                "order withdrawn",
+                "pending",
+                "cancelled"
+            ),
+            (
+                "twice",
+                "resolve",
+                "ana",
+                "cli",
+                "-",
+                "needs_review",
+                "succeeded"
+            ),
+            (
+                "refused",
+                "retry",
+                "ana",
+                "cli",
+                "receiver fixed",
+                "failed",
+                "pending"
+            ),
+        ]
+    );
+    assert_eq!(audit[0]["role"], "ops");
+    let (code, one, _) = ops(&env, &["audit", "--key", "twice"]);
+    assert_eq!((code, one.as_array().map(Vec::len)), (0, Some(1)));
     env.intent("held", json!({"n": 4})).await;
     sqlx::query(
         "UPDATE oncebox.outbox SET lease_owner = 'w9', lease_expires_at = now() + interval '2 seconds', epoch = epoch + 1

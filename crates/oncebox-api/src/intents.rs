@@ -234,9 +234,9 @@ pub(crate) async fn cancel(
     Path(key): Path<String>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
-    let actor = format!("api:{}", who.tenant_id);
+    let actor = oncebox_store::ops::Actor::new(format!("token {}", who.id), "agent", "api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
-        oncebox_store::ops::cancel(tx, id, &actor).await
+        oncebox_store::ops::cancel(tx, id, &actor, None).await
     })
     .await
 }

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use oncebox_core::Status;
 use oncebox_store::Intent;
+use oncebox_store::ops::Actor;
 use oncebox_store::ops::OpsError;
 use oncebox_store::tokens::Caller;
 use serde::Deserialize;
@@ -171,7 +172,7 @@ pub(crate) async fn ops_retry(
     let reason = text_member(&body, "reason")?
         .unwrap_or("operator retry over the API")
         .to_owned();
-    let actor = format!("api-ops:{}", who.tenant_id);
+    let actor = Actor::new(format!("token {}", who.id), "ops", "api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
         oncebox_store::ops::retry(tx, id, &actor, &reason).await
     })
@@ -218,9 +219,9 @@ pub(crate) async fn ops_resolve(
             .field("succeeded"));
         }
     };
-    let actor = format!("api-ops:{}", who.tenant_id);
+    let actor = Actor::new(format!("token {}", who.id), "ops", "api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
-        oncebox_store::ops::resolve(tx, id, &resolution, &actor).await
+        oncebox_store::ops::resolve(tx, id, &resolution, &actor, reason).await
     })
     .await
 }

@@ -179,7 +179,9 @@ impl Gateway {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(internal)?;
-        match oncebox_store::ops::cancel(&mut tx, intent.id, &format!("mcp:{tenant}")).await {
+        let actor = oncebox_store::ops::Actor::new(format!("tenant {tenant}"), "agent", "mcp");
+        let why = Some("tasks/cancel");
+        match oncebox_store::ops::cancel(&mut tx, intent.id, &actor, why).await {
             Ok(_) => tx.commit().await.map_err(internal),
             Err(oncebox_store::ops::OpsError::Refused(why)) => {
                 Err(McpError::invalid_request(why, None))

@@ -82,6 +82,10 @@ statements! {
     OPS_RESTORED = "ops_restored.sql";
     /// Ops: retention purge.
     OPS_PURGE = "ops_purge.sql";
+    /// Audit: record an operator decision.
+    AUDIT_INSERT = "audit_insert.sql";
+    /// Audit: list decisions, newest first.
+    AUDIT_LIST = "audit_list.sql";
     /// Ops: intents per status.
     OPS_STATS_STATUS = "ops_stats_status.sql";
     /// Ops: outbox rows per phase.

@@ -1,6 +1,6 @@
 //! Operator actions (`oncebox ops`): list, history, retry, resolve, cancel, purge, stats.
 //! Each change is one transaction that locks the intent, checks what it may do, and records
-//! who did it and why as a row of the retry report.
+//! who did it and why as a row of the retry report and a row of the audit log.
 
 use std::time::Duration;
 
@@ -94,6 +94,79 @@ pub enum Resolution {
         /// Why, in the operator's words.
         reason: String,
     },
+}
+
+/// Who makes an operator decision: named in the retry report (as `role:who`) and in the audit
+/// log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// Who: `token <id>` for an API token, the OS user (or `--actor`) for the CLI.
+    pub who: String,
+    /// In what capacity: `ops`, or `agent` for an agent cancelling its own intent.
+    pub role: String,
+    /// Through what: `cli`, `api` or `mcp`.
+    pub via: String,
+}
+
+impl Actor {
+    /// An actor `who` in `role` through `via`.
+    pub fn new(who: impl Into<String>, role: &str, via: &str) -> Actor {
+        Actor {
+            who: who.into(),
+            role: role.to_owned(),
+            via: via.to_owned(),
+        }
+    }
+
+    /// `role:who`, as the retry report names it.
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.role, self.who)
+    }
+}
+
+/// One row of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, FromRow)]
+pub struct AuditRow {
+    /// Its id (the log's order).
+    pub id: i64,
+    /// When the decision was committed.
+    pub at: DateTime<Utc>,
+    /// Who.
+    pub actor: String,
+    /// In what role.
+    pub role: String,
+    /// Through what (`cli`, `api`, `mcp`).
+    pub via: String,
+    /// `retry`, `resolve` or `cancel`.
+    pub action: String,
+    /// Why, in the operator's words.
+    pub reason: Option<String>,
+    /// The intent's status before.
+    pub status_before: Status,
+    /// And after.
+    pub status_after: Status,
+    /// The intent's tenant.
+    pub tenant_id: String,
+    /// The intent's key.
+    pub idempotency_key: String,
+}
+
+/// The newest `limit` audit rows, of `tenant` and `key` when given, newest first.
+///
+/// # Errors
+/// The database's error.
+pub async fn audit_log(
+    db: impl PgExecutor<'_>,
+    tenant: Option<&str>,
+    key: Option<&str>,
+    limit: i64,
+) -> Result<Vec<AuditRow>, sqlx::Error> {
+    sqlx::query_as(sql::AUDIT_LIST)
+        .bind(tenant)
+        .bind(key)
+        .bind(limit)
+        .fetch_all(db)
+        .await
 }
 
 /// Lists intents.
@@ -210,38 +283,57 @@ async fn lock_for(tx: &mut PgConnection, id: i64, to: Status) -> Result<Intent, 
     )))
 }
 
+/// Records an operator's decision on `before`: a row of the retry report and one of the audit
+/// log (`action`, `reason`), in the caller's transaction; returns the intent as it now is.
+#[allow(clippy::too_many_arguments)]
 async fn report(
     tx: &mut PgConnection,
-    i: &Intent,
-    actor: &str,
+    before: &Intent,
+    actor: &Actor,
     kind: AttemptKind,
     detail: &str,
-) -> Result<(), sqlx::Error> {
+    action: &str,
+    reason: Option<&str>,
+) -> Result<Intent, OpsError> {
     sqlx::query(sql::OPS_REPORT)
-        .bind(i.id)
-        .bind(i.attempt_count)
-        .bind(actor)
+        .bind(before.id)
+        .bind(before.attempt_count)
+        .bind(actor.label())
         .bind(kind)
         .bind(detail)
         .bind(crate::DONE_CHANNEL)
         .execute(&mut *tx)
         .await?;
-    Ok(())
+    let after = lock(tx, before.id).await?;
+    sqlx::query(sql::AUDIT_INSERT)
+        .bind(before.id)
+        .bind(&actor.who)
+        .bind(&actor.role)
+        .bind(&actor.via)
+        .bind(action)
+        .bind(reason.filter(|r| !r.trim().is_empty()))
+        .bind(before.status)
+        .bind(after.status)
+        .execute(&mut *tx)
+        .await?;
+    Ok(after)
 }
 
 /// Runs `statement`, whose one parameter is the intent's id, records the operator's decision in
-/// the retry report, and returns the intent as it now is.
+/// the retry report and the audit log, and returns the intent as it now is.
+#[allow(clippy::too_many_arguments)]
 async fn apply(
     tx: &mut PgConnection,
     i: &Intent,
     statement: &'static str,
-    actor: &str,
+    actor: &Actor,
     kind: AttemptKind,
     detail: &str,
+    action: &str,
+    reason: Option<&str>,
 ) -> Result<Intent, OpsError> {
     sqlx::query(statement).bind(i.id).execute(&mut *tx).await?;
-    report(tx, i, actor, kind, detail).await?;
-    lock(tx, i.id).await
+    report(tx, i, actor, kind, detail, action, reason).await
 }
 
 /// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: its deliver
@@ -256,7 +348,7 @@ async fn apply(
 pub async fn retry(
     tx: &mut PgConnection,
     id: i64,
-    actor: &str,
+    actor: &Actor,
     why: &str,
 ) -> Result<Intent, OpsError> {
     let i = lock_for(tx, id, Status::Pending).await?;
@@ -279,7 +371,7 @@ pub async fn retry(
             ),
         }));
     }
-    let detail = format!("{} -> pending by {actor}: {why}", i.status);
+    let detail = format!("{} -> pending by {}: {why}", i.status, actor.label());
     apply(
         tx,
         &i,
@@ -287,6 +379,8 @@ pub async fn retry(
         actor,
         AttemptKind::OperatorRetry,
         &detail,
+        "retry",
+        Some(why),
     )
     .await
 }
@@ -300,15 +394,17 @@ pub async fn resolve(
     tx: &mut PgConnection,
     id: i64,
     resolution: &Resolution,
-    actor: &str,
+    actor: &Actor,
+    why: Option<&str>,
 ) -> Result<Intent, OpsError> {
+    let by = actor.label();
     let (status, reference, error, detail) = match resolution {
         Resolution::Succeeded { reference } => (
             Status::Succeeded,
             reference.clone(),
             None,
             format!(
-                "resolved as succeeded by {actor}{}",
+                "resolved as succeeded by {by}{}",
                 reference
                     .as_ref()
                     .map_or(String::new(), |r| format!(" (reference {r})"))
@@ -318,7 +414,7 @@ pub async fn resolve(
             Status::Failed,
             None,
             Some(AttemptError::new(ErrorCode::Operator, reason.clone())),
-            format!("resolved as failed by {actor}: {reason}"),
+            format!("resolved as failed by {by}: {reason}"),
         ),
     };
     let i = lock_for(tx, id, status).await?;
@@ -329,8 +425,20 @@ pub async fn resolve(
         .bind(error.map(Json))
         .execute(&mut *tx)
         .await?;
-    report(tx, &i, actor, AttemptKind::OperatorResolved, &detail).await?;
-    lock(tx, id).await
+    let reason = why.or(match resolution {
+        Resolution::Failed { reason } => Some(reason.as_str()),
+        Resolution::Succeeded { .. } => None,
+    });
+    report(
+        tx,
+        &i,
+        actor,
+        AttemptKind::OperatorResolved,
+        &detail,
+        "resolve",
+        reason,
+    )
+    .await
 }
 
 /// Cancels a pending intent that was never dispatched. Refused once any attempt was made, while
@@ -339,7 +447,12 @@ pub async fn resolve(
 ///
 /// # Errors
 /// [`OpsError::Refused`] saying why not.
-pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Intent, OpsError> {
+pub async fn cancel(
+    tx: &mut PgConnection,
+    id: i64,
+    actor: &Actor,
+    why: Option<&str>,
+) -> Result<Intent, OpsError> {
     let i = lock_for(tx, id, Status::Cancelled).await?;
     if i.attempt_count > 0 {
         return Err(OpsError::Refused(format!(
@@ -376,7 +489,7 @@ pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Inten
         }
         _ => {}
     }
-    let detail = format!("cancelled by {actor} before dispatch");
+    let detail = format!("cancelled by {} before dispatch", actor.label());
     apply(
         tx,
         &i,
@@ -384,6 +497,8 @@ pub async fn cancel(tx: &mut PgConnection, id: i64, actor: &str) -> Result<Inten
         actor,
         AttemptKind::Cancelled,
         &detail,
+        "cancel",
+        why,
     )
     .await
 }

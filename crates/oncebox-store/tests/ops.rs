@@ -2,7 +2,7 @@
 //! an operator may do, and a refusal changes nothing.
 
 use oncebox_core::{NewIntent, Status};
-use oncebox_store::ops::{self, OpsError, Resolution};
+use oncebox_store::ops::{self, Actor, OpsError, Resolution};
 use oncebox_store::{Intake, intent_by_key};
 use serde_json::json;
 use sqlx::PgPool;
@@ -32,6 +32,10 @@ async fn intent_in(pool: &PgPool, key: &str, status: Status) -> i64 {
     id
 }
 
+fn ana() -> Actor {
+    Actor::new("ana", "ops", "cli")
+}
+
 async fn refusal<T: std::fmt::Debug>(
     pool: &PgPool,
     change: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, OpsError>,
@@ -50,7 +54,7 @@ async fn resolve_follows_the_operator_table(pool: PgPool) {
     for status in [Status::Unknown, Status::InFlight, Status::Reconciling] {
         let id = intent_in(&pool, &format!("k-{status}"), status).await;
         let why = refusal(&pool, async |tx| {
-            ops::resolve(tx, id, &succeeded, "ana").await
+            ops::resolve(tx, id, &succeeded, &ana(), None).await
         })
         .await;
         assert!(
@@ -65,18 +69,128 @@ async fn resolve_follows_the_operator_table(pool: PgPool) {
     }
     let id = intent_in(&pool, "review", Status::NeedsReview).await;
     let mut tx = pool.begin().await.expect("begin");
-    let done = ops::resolve(&mut tx, id, &succeeded, "ana")
+    let done = ops::resolve(&mut tx, id, &succeeded, &ana(), Some("checked"))
         .await
         .expect("needs_review is resolved");
     tx.commit().await.expect("commit");
     assert_eq!(done.status, Status::Succeeded);
-    let why = refusal(&pool, async |tx| ops::retry(tx, id, "ana", "again").await).await;
+    let why = refusal(&pool, async |tx| ops::retry(tx, id, &ana(), "again").await).await;
     assert!(why.contains("repeat its effect"), "{why}");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn cancelling_twice_says_it_is_already_cancelled(pool: PgPool) {
     let id = intent_in(&pool, "c", Status::Cancelled).await;
-    let why = refusal(&pool, async |tx| ops::cancel(tx, id, "ana").await).await;
+    let why = refusal(&pool, async |tx| ops::cancel(tx, id, &ana(), None).await).await;
     assert_eq!(why, "intent c is already cancelled");
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn every_decision_writes_an_audit_row_in_its_own_transaction(pool: PgPool) {
+    let review = intent_in(&pool, "review", Status::NeedsReview).await;
+    let failed = intent_in(&pool, "failed", Status::Failed).await;
+    // Rolled back: neither the change nor its audit row is there.
+    let mut tx = pool.begin().await.expect("begin");
+    ops::retry(&mut tx, failed, &ana(), "try once more")
+        .await
+        .expect("retry");
+    tx.rollback().await.expect("rollback");
+    assert!(
+        ops::audit_log(&pool, None, None, 10)
+            .await
+            .expect("log")
+            .is_empty()
+    );
+    let succeeded = Resolution::Succeeded {
+        reference: Some("INV-7".into()),
+    };
+    let mut tx = pool.begin().await.expect("begin");
+    ops::resolve(
+        &mut tx,
+        review,
+        &succeeded,
+        &ana(),
+        Some("found it in billing"),
+    )
+    .await
+    .expect("resolve");
+    let token = Actor::new("token 3", "ops", "api");
+    ops::retry(&mut tx, failed, &token, "receiver fixed")
+        .await
+        .expect("retry");
+    tx.commit().await.expect("commit");
+    let log = ops::audit_log(&pool, None, None, 10).await.expect("log");
+    let rows: Vec<_> = log
+        .iter()
+        .map(|r| {
+            (
+                r.idempotency_key.as_str(),
+                r.actor.as_str(),
+                r.role.as_str(),
+                r.via.as_str(),
+                r.action.as_str(),
+                r.reason.as_deref(),
+                r.status_before,
+                r.status_after,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "failed",
+                "token 3",
+                "ops",
+                "api",
+                "retry",
+                Some("receiver fixed"),
+                Status::Failed,
+                Status::Pending
+            ),
+            (
+                "review",
+                "ana",
+                "ops",
+                "cli",
+                "resolve",
+                Some("found it in billing"),
+                Status::NeedsReview,
+                Status::Succeeded
+            ),
+        ],
+        "newest first"
+    );
+    let one = ops::audit_log(&pool, Some("t"), Some("review"), 10)
+        .await
+        .expect("log");
+    assert_eq!(one.len(), 1);
+    // A refused decision changes nothing and is not audited.
+    let why = refusal(&pool, async |tx| {
+        ops::cancel(tx, review, &ana(), None).await
+    })
+    .await;
+    assert!(why.contains("succeeded"), "{why}");
+    assert_eq!(
+        ops::audit_log(&pool, None, None, 10)
+            .await
+            .expect("log")
+            .len(),
+        2
+    );
+    // Purged with its intent, and only then.
+    sqlx::query(
+        "UPDATE oncebox.intents SET completed_at = now() - interval '40 days' WHERE id = $1",
+    )
+    .bind(review)
+    .execute(&pool)
+    .await
+    .expect("age");
+    let purged = ops::purge(&pool, std::time::Duration::from_secs(30 * 86_400))
+        .await
+        .expect("purge");
+    assert_eq!(purged, 1);
+    let left = ops::audit_log(&pool, None, None, 10).await.expect("log");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].idempotency_key, "failed");
 }

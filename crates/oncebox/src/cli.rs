@@ -61,8 +61,8 @@ pub(crate) enum Command {
     /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
     #[command(after_help = EXIT_CODES)]
     Serve(ServeArgs),
-    /// Operate on intents and API tokens: list, show, retry, resolve, cancel, purge, stats,
-    /// restored, token.
+    /// Intents and API tokens: list, show, retry, resolve, cancel, audit, purge, stats, restored,
+    /// token.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
@@ -179,7 +179,12 @@ pub(crate) enum OpsCommand {
     Resolve(OpsResolveArgs),
     /// Cancel a pending intent that was never dispatched; otherwise say why not (exit 3).
     #[command(after_help = EXIT_CODES)]
-    Cancel(OpsChangeArgs),
+    Cancel(OpsCancelArgs),
+    /// The audit log: every operator decision (retry, resolve, cancel) from the CLI, the API or
+    /// the MCP gateway — who, in what role and through what, which intent, why, the status
+    /// before and after — newest first.
+    #[command(after_help = EXIT_CODES)]
+    Audit(OpsAuditArgs),
     /// Remove terminal intents completed longer ago than --older-than (default 30d, at least
     /// 1d), with their history. Non-terminal intents are never removed. A purged key can be
     /// used again: keep retention longer than any agent's retry window.
@@ -463,6 +468,30 @@ pub(crate) struct OpsResolveArgs {
     /// Why (required with --failed).
     #[arg(long)]
     pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsCancelArgs {
+    #[command(flatten)]
+    pub(crate) change: OpsChangeArgs,
+    /// Why (recorded in the history and the audit log).
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OpsAuditArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// Only this tenant's intents.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Only the intent with this idempotency key.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: i64,
 }
 
 #[derive(Debug, Args)]

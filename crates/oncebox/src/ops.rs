@@ -12,8 +12,8 @@ use oncebox_store::{Intent, ops::AttemptRow};
 use serde_json::json;
 
 use crate::cli::{
-    OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand,
-    TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
+    OpsAuditArgs, OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget,
+    TokenCommand, TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
 };
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
@@ -53,16 +53,17 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
                 }
             };
             change(&a.change, json_out, async |tx, id, actor| {
-                ops::resolve(tx, id, &resolution, actor).await
+                ops::resolve(tx, id, &resolution, actor, a.reason.as_deref()).await
             })
             .await
         }
-        OpsCommand::Cancel(t) => {
-            change(&t, json_out, async |tx, id, actor| {
-                ops::cancel(tx, id, actor).await
+        OpsCommand::Cancel(a) => {
+            change(&a.change, json_out, async |tx, id, actor| {
+                ops::cancel(tx, id, actor, a.reason.as_deref()).await
             })
             .await
         }
+        OpsCommand::Audit(a) => audit(a, json_out).await,
         OpsCommand::Purge(a) => purge(a, json_out).await,
         OpsCommand::Restored(a) => {
             let pool = connect(&a.db, 1).await?;
@@ -121,6 +122,35 @@ async fn list(a: OpsListArgs, json_out: bool) -> CliResult {
         );
     }
     println!("{} intent(s)", intents.len());
+    Ok(())
+}
+
+async fn audit(a: OpsAuditArgs, json_out: bool) -> CliResult {
+    let pool = connect(&a.db, 1).await?;
+    let rows = ops::audit_log(&pool, a.tenant.as_deref(), a.key.as_deref(), a.limit).await?;
+    if json_out {
+        println!("{}", json!(rows));
+        return Ok(());
+    }
+    println!(
+        "{:<23}  {:<16}  {:<6}  {:<4}  {:<8}  {:<27}  {:<12}  key / reason",
+        "at", "actor", "role", "via", "action", "status", "tenant"
+    );
+    for r in &rows {
+        println!(
+            "{:<23}  {:<16}  {:<6}  {:<4}  {:<8}  {:<27}  {:<12}  {} / {}",
+            r.at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            r.actor,
+            r.role,
+            r.via,
+            r.action,
+            format!("{} -> {}", r.status_before, r.status_after),
+            r.tenant_id,
+            r.idempotency_key,
+            r.reason.as_deref().unwrap_or("-")
+        );
+    }
+    println!("{} decision(s)", rows.len());
     Ok(())
 }
 
@@ -303,13 +333,13 @@ async fn stats(a: OpsStatsArgs, json_out: bool) -> CliResult {
 async fn change(
     c: &OpsChangeArgs,
     json_out: bool,
-    f: impl AsyncFnOnce(&mut sqlx::PgConnection, i64, &str) -> Result<Intent, OpsError>,
+    f: impl AsyncFnOnce(&mut sqlx::PgConnection, i64, &ops::Actor) -> Result<Intent, OpsError>,
 ) -> CliResult {
     let t = &c.target;
     let pool = connect(&t.db, 1).await?;
     let target = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
     let mut tx = pool.begin().await?;
-    let intent = f(&mut tx, target.id, &format!("ops:{}", c.actor)).await?;
+    let intent = f(&mut tx, target.id, &ops::Actor::new(&c.actor, "ops", "cli")).await?;
     tx.commit().await?;
     output::intent(&intent, json_out);
     Ok(())
