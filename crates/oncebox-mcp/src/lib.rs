@@ -151,11 +151,13 @@ impl Gateway {
         let intent = NewIntent {
             run_id,
             step,
-            ..NewIntent::new(tenant.clone(), key.clone(), tool, arguments)
+            ..NewIntent::new(tenant, key, tool, arguments)
         };
+        // Watched from before the submit: a settlement right after it still wakes the wait.
+        let settled = self.watch_settled();
         let mut conn = self.pool.acquire().await.map_err(internal)?;
-        match self.intake.submit_alone(&mut conn, intent).await {
-            Ok(_) => {}
+        let submitted = match self.intake.submit_alone(&mut conn, intent).await {
+            Ok(submitted) => submitted.intent,
             Err(SubmitError::Invalid(e)) => {
                 return Ok(refusal("invalid", &e.field, &e.reason).into());
             }
@@ -163,9 +165,9 @@ impl Gateway {
                 return Ok(refusal("conflict", "idempotency_key", &e.to_string()).into());
             }
             Err(SubmitError::Store(e)) => return Err(internal(e)),
-        }
+        };
         drop(conn);
-        let intent = self.await_settled(&tenant, &key).await?;
+        let intent = self.await_settled(settled, submitted).await?;
         if tasks && !intent.status.is_settled() {
             return Ok(CallToolResponse::Task(tasks::created(&intent)));
         }
@@ -198,21 +200,30 @@ impl Gateway {
             .ok_or_else(|| McpError::invalid_params(format!("no task {key:?}"), None))
     }
 
-    /// The intent under `key` once settled, or as it stands when the wait runs out.
-    async fn await_settled(&self, tenant: &str, key: &str) -> Result<Intent, McpError> {
-        let deadline = tokio::time::Instant::now() + self.wait;
+    /// The settlement counter, marked seen: read the intent after this, then wait with it.
+    fn watch_settled(&self) -> watch::Receiver<u64> {
         let mut settled = self.settled.clone();
-        loop {
+        settled.mark_unchanged();
+        settled
+    }
+
+    /// `intent` (read after `settled` was marked seen) once settled, or as it stands when the
+    /// wait runs out; re-read after each settlement.
+    async fn await_settled(
+        &self,
+        mut settled: watch::Receiver<u64>,
+        mut intent: Intent,
+    ) -> Result<Intent, McpError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        while !intent.status.is_settled() && tokio::time::Instant::now() < deadline {
+            oncebox_store::next_settlement(&mut settled, deadline).await;
             settled.mark_unchanged();
-            let intent = intent_by_key(&self.pool, tenant, key)
+            intent = intent_by_key(&self.pool, &intent.tenant_id, &intent.idempotency_key)
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| McpError::internal_error("the intent vanished", None))?;
-            if intent.status.is_settled() || tokio::time::Instant::now() >= deadline {
-                return Ok(intent);
-            }
-            oncebox_store::next_settlement(&mut settled, deadline).await;
         }
+        Ok(intent)
     }
 
     /// `get_intent`: the intent under a key, as it stands (waiting up to `wait_seconds`).
@@ -228,6 +239,7 @@ impl Gateway {
                 "give the key a call's result named",
             ));
         };
+        let settled = self.watch_settled();
         match intent_by_key(&self.pool, tenant, key)
             .await
             .map_err(internal)?
@@ -237,8 +249,7 @@ impl Gateway {
                 "idempotency_key",
                 "this tenant has no such key",
             )),
-            Some(intent) if intent.status.is_settled() => Ok(intent_result(&intent)),
-            Some(_) => Ok(intent_result(&self.await_settled(tenant, key).await?)),
+            Some(intent) => Ok(intent_result(&self.await_settled(settled, intent).await?)),
         }
     }
 }
