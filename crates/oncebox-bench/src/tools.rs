@@ -116,8 +116,15 @@ async fn measure_mcp(
     for c in 0..clients {
         let config =
             StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token);
+        // rmcp's default client opens a new connection for every request (it turns off idle
+        // pooling); agents' HTTP clients keep connections, as oncebox-client does on the other
+        // side of this comparison, so each session here keeps its own.
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .context("HTTP client")?;
         let client =
-            ().serve(StreamableHttpClientTransport::from_config(config))
+            ().serve(StreamableHttpClientTransport::with_client(http, config))
                 .await
                 .context("MCP initialize")?;
         tasks.push(tokio::spawn(async move {
