@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and RabbitMQ are installed, running and answering on 127.0.0.1, and that
-# the Rust toolchain is there. Idempotent: on a machine where they already run it only checks.
+# the Rust toolchain and the test tools from Debian (promtool, Chromium) are there. Idempotent:
+# on a machine where they already run it only checks.
 # Installs with apt-get (Debian) when something is missing; needs root or sudo for that.
 set -euo pipefail
 
@@ -18,6 +19,8 @@ command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl) # the TLS test makes its certificate
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks and tests the alert rules
+command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests (Debian's own)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get"
   as_root apt-get update -qq

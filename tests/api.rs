@@ -1694,3 +1694,306 @@ async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
     worker.stop().await;
     api.stop().await;
 }
+
+/// A browser's view of the console over plain HTTP: cookies kept by hand, redirects not
+/// followed (each is checked).
+struct ConsoleClient<'a> {
+    api: &'a Api,
+    http: reqwest::Client,
+    cookies: std::collections::BTreeMap<String, String>,
+}
+
+/// `s` form-encoded.
+fn form_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The value of the hidden `csrf` field of a console page.
+fn csrf_in(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no csrf field in {page}"));
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').expect("closing quote")].to_owned()
+}
+
+impl<'a> ConsoleClient<'a> {
+    fn new(api: &'a Api) -> ConsoleClient<'a> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        ConsoleClient {
+            api,
+            http,
+            cookies: Default::default(),
+        }
+    }
+
+    fn keep_cookies(&mut self, r: &reqwest::Response) -> Vec<String> {
+        let set: Vec<String> = r
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().expect("ascii").to_owned())
+            .collect();
+        for c in &set {
+            let (pair, _) = c.split_once(';').unwrap_or((c, ""));
+            let (name, value) = pair.split_once('=').expect("name=value");
+            if value.is_empty() {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        set
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// GET `path`: status, the `location` header, the body.
+    async fn get(&mut self, path: &str) -> (StatusCode, Option<String>, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.api.base))
+            .header("cookie", self.cookie_header())
+            .send()
+            .await
+            .expect("GET");
+        self.keep_cookies(&r);
+        let location = header(&r, "location");
+        (r.status(), location, r.text().await.expect("body"))
+    }
+
+    /// POST a form to `path`: status, `location`, the cookies set, the body.
+    async fn post(
+        &mut self,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> (StatusCode, Option<String>, Vec<String>, String) {
+        let body = fields
+            .iter()
+            .map(|(k, v)| format!("{}={}", form_value(k), form_value(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let r = self
+            .http
+            .post(format!("{}{path}", self.api.base))
+            .header("cookie", self.cookie_header())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .expect("POST");
+        let set = self.keep_cookies(&r);
+        let location = header(&r, "location");
+        (r.status(), location, set, r.text().await.expect("body"))
+    }
+
+    /// Logs in with `token`: the login page's answer.
+    async fn login(&mut self, token: &str) -> (StatusCode, Option<String>, Vec<String>, String) {
+        let (status, _, page) = self.get("/console/login").await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let csrf = csrf_in(&page);
+        self.post("/console/login", &[("csrf", &csrf), ("token", token)])
+            .await
+    }
+}
+
+#[tokio::test]
+async fn the_console_needs_an_ops_session_and_its_csrf_token_and_stays_in_its_tenant() {
+    let api = Api::start("console").await;
+    let agent = api.token("tenant-a");
+    let ops = api.token_with_role("tenant-a", "ops");
+    let other_ops = api.token_with_role("tenant-b", "ops");
+    for key in ["c1", "c2"] {
+        let made = api
+            .post(Some(&agent), Some(key), "application/json", invoice(1))
+            .await;
+        assert_eq!(made.0, StatusCode::ACCEPTED, "{made:?}");
+    }
+
+    // No session: every page sends the browser to the login page.
+    let mut browser = ConsoleClient::new(&api);
+    for path in ["/console", "/console/attention", "/console/intents/c1"] {
+        let (status, location, _) = browser.get(path).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(location.as_deref(), Some("/console/login"), "{path}");
+    }
+    // The login page: CSP with no script source, its CSRF cookie HttpOnly and SameSite=Strict.
+    let r = reqwest::get(format!("{}/console/login", api.base))
+        .await
+        .expect("login page");
+    let csp = header(&r, "content-security-policy").expect("a CSP");
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(
+        !csp.contains("script-src") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(header(&r, "x-frame-options").as_deref(), Some("DENY"));
+    let login_cookie = header(&r, "set-cookie").expect("a login cookie");
+    assert!(
+        login_cookie.contains("HttpOnly") && login_cookie.contains("SameSite=Strict"),
+        "{login_cookie}"
+    );
+    assert!(!r.text().await.expect("body").contains("<script"));
+
+    // A login without the CSRF token, or with an agent or unknown token, opens no session.
+    let (status, _, set, _) = browser
+        .post("/console/login", &[("token", ops.as_str())])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        set.iter().all(|c| !c.starts_with("oncebox_session=")),
+        "{set:?}"
+    );
+    let (status, _, set, page) = browser.login(&agent).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    assert!(page.contains("agent token"), "{page}");
+    assert!(
+        set.iter().all(|c| !c.starts_with("oncebox_session=")),
+        "{set:?}"
+    );
+    let (status, _, _, page) = browser.login("obx_not_a_token").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+
+    // An ops token opens a session: HttpOnly, SameSite=Strict, for /console, not Secure on
+    // plain HTTP.
+    let (status, location, set, _) = browser.login(&ops).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/console"));
+    let session = set
+        .iter()
+        .find(|c| c.starts_with("oncebox_session="))
+        .expect("a session cookie");
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(session.contains(part), "{session}");
+    }
+    assert!(!session.contains("Secure"), "{session}");
+    let (status, _, page) = browser.get("/console").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("Intents by status and destination"), "{page}");
+    assert!(page.contains("<svg"), "the chart: {page}");
+
+    // A change without the session's CSRF token changes nothing.
+    let (status, _, page) = browser.get("/console/intents/c1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let csrf = csrf_in(&page);
+    assert!(
+        page.contains("action=\"/console/intents/c1/cancel\""),
+        "{page}"
+    );
+    let (status, _, _, _) = browser
+        .post("/console/intents/c1/cancel", &[("reason", "no token")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _, _) = browser
+        .post(
+            "/console/intents/c1/cancel",
+            &[("csrf", "0000"), ("reason", "a wrong token")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A decision without a reason is refused naming the field.
+    let (status, _, _, page) = browser
+        .post(
+            "/console/intents/c1/cancel",
+            &[("csrf", &csrf), ("reason", " ")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains("reason:"), "{page}");
+    let (_, intent, _) = api.get(&agent, "/v1/intents/c1").await;
+    assert_eq!(intent["status"], "pending", "nothing changed yet");
+
+    // With both, it is made, and audited as the console's.
+    let (status, location, _, _) = browser
+        .post(
+            "/console/intents/c1/cancel",
+            &[("csrf", &csrf), ("reason", "the customer withdrew")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/console/intents/c1?done=cancel"));
+    let (_, intent, _) = api.get(&agent, "/v1/intents/c1").await;
+    assert_eq!(intent["status"], "cancelled");
+    let (_, _, page) = browser.get("/console/intents/c1?done=cancel").await;
+    assert!(
+        page.contains("the customer withdrew"),
+        "the audit row: {page}"
+    );
+    let audit = run_ok(
+        Command::new(BIN)
+            .args(["ops", "audit", "--key", "c1", "--json"])
+            .env("DATABASE_URL", &api.db_url),
+    );
+    let audit: Value = serde_json::from_slice(&audit.stdout).expect("json");
+    let row = &audit[0];
+    assert_eq!(row["via"], "console", "{audit}");
+    assert_eq!(row["role"], "ops");
+    assert_eq!(row["action"], "cancel");
+    assert_eq!(row["reason"], "the customer withdrew");
+    assert_eq!(row["status_before"], "pending");
+    assert_eq!(row["status_after"], "cancelled");
+    assert!(
+        row["actor"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("token ")),
+        "{row}"
+    );
+
+    // Search finds by key; another tenant's operator finds nothing of tenant-a's.
+    let (status, location, _) = browser.get("/console/search?q=c2").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/console/intents/c2"));
+    let mut other = ConsoleClient::new(&api);
+    assert_eq!(other.login(&other_ops).await.0, StatusCode::SEE_OTHER);
+    let (status, _, page) = other.get("/console/intents/c2").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    let (status, _, page) = other.get("/console/search?q=c2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("No intent of tenant tenant-b"), "{page}");
+    let (_, _, page) = other.get("/console").await;
+    assert!(
+        page.contains("No intents yet."),
+        "tenant-b sees none of tenant-a's: {page}"
+    );
+
+    // Logout ends the session: the old cookie opens nothing.
+    let old = browser.cookies.clone();
+    let (status, location, _, _) = browser.post("/console/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(location.as_deref(), Some("/console/login"));
+    browser.cookies = old;
+    let (status, location, _) = browser.get("/console").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location.is_some_and(|l| l.starts_with("/console/login")));
+
+    // Revoking the token ends its sessions at once.
+    let mut db = PgConnection::connect(&api.db_url).await.expect("db");
+    sqlx::query("UPDATE oncebox.api_tokens SET revoked_at = now() WHERE tenant_id = 'tenant-b'")
+        .execute(&mut db)
+        .await
+        .expect("revoke");
+    let (status, _, _) = other.get("/console").await;
+    assert_eq!(
+        status,
+        StatusCode::SEE_OTHER,
+        "a revoked token's session is over"
+    );
+    api.stop().await;
+}

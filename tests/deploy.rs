@@ -394,3 +394,153 @@ fn the_example_environments_set_every_variable_their_configs_read() {
         "compose: compose/oncebox.toml with compose.yaml",
     );
 }
+
+/// `promtool`, from Debian's `prometheus` package (scripts/services.sh installs it).
+fn promtool() -> Command {
+    let found = Command::new("promtool").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "promtool is missing: install Debian's prometheus package (scripts/services.sh does)"
+    );
+    Command::new("promtool")
+}
+
+#[test]
+fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    let dir = root().join("deploy/prometheus");
+    let (ok, text) =
+        run(promtool()
+            .current_dir(&dir)
+            .args(["check", "rules", "oncebox-rules.yml"]));
+    assert!(ok, "promtool check rules: {text}");
+    let (ok, text) =
+        run(promtool()
+            .current_dir(&dir)
+            .args(["test", "rules", "oncebox-rules.test.yml"]));
+    assert!(ok, "promtool test rules: {text}");
+    assert!(text.contains("SUCCESS"), "{text}");
+    // Every alert is unit-tested, and has its runbook line in the README.
+    let rules = std::fs::read_to_string(dir.join("oncebox-rules.yml")).expect("rules");
+    let tests = std::fs::read_to_string(dir.join("oncebox-rules.test.yml")).expect("tests");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert_eq!(alerts.len(), 7, "{alerts:?}");
+    for alert in alerts {
+        assert!(
+            tests.contains(&format!("alertname: {alert}")),
+            "{alert} has no promtool unit test"
+        );
+        assert!(
+            readme.contains(&format!("| `{alert}` |")),
+            "{alert} has no runbook line in the README's alert table"
+        );
+    }
+}
+
+/// The Grafana dashboard's queries, with Grafana's `$__rate_interval` as `5m`.
+fn dashboard_queries() -> Vec<String> {
+    let path = root().join("deploy/grafana/oncebox.json");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("dashboard")).expect("JSON");
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("a panel target's expr");
+            queries.push(expr.replace("$__rate_interval", "5m"));
+        }
+    }
+    assert!(queries.len() >= 10, "{queries:?}");
+    queries
+}
+
+#[test]
+fn the_dashboards_queries_are_valid_promql() {
+    // promtool parses the queries as recording rules: a typo fails here, not on a screen.
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, q) in dashboard_queries().iter().enumerate() {
+        let quoted = serde_json::to_string(q).expect("json string");
+        rules.push_str(&format!(
+            "      - record: dashboard:query_{i}\n        expr: {quoted}\n"
+        ));
+    }
+    let dir = std::env::temp_dir().join(format!("oncebox-dashboard-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("dashboard-rules.yml");
+    std::fs::write(&file, rules).expect("write");
+    let (ok, text) = run(promtool().args(["check", "rules"]).arg(&file));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "a dashboard query does not parse: {text}");
+}
+
+/// The `oncebox_…` metric names in `text`, a histogram's `_bucket`, `_sum` and `_count` series
+/// counted as the histogram.
+fn metric_names(text: &str, histograms: &BTreeSet<&str>) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("oncebox_") {
+        let start = i + at;
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        let before = start.checked_sub(1).map(|b| bytes[b]);
+        if !before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
+            let name = &text[start..end];
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| histograms.contains(b)))
+                .unwrap_or(name);
+            names.insert(base.to_owned());
+        }
+        i = end;
+    }
+    names
+}
+
+#[test]
+fn every_metric_the_dashboard_and_the_rules_name_is_one_the_binaries_export() {
+    let defs: Vec<_> = oncebox_worker::metrics::DEFINITIONS
+        .iter()
+        .chain(oncebox_api::metrics::DEFINITIONS)
+        .collect();
+    let histograms: BTreeSet<&str> = defs
+        .iter()
+        .filter(|d| d.kind == oncebox_serve::metric::Kind::Histogram)
+        .map(|d| d.name)
+        .collect();
+    // What the binaries render: a worker's /metrics, and the API's definitions.
+    let rendered = oncebox_worker::metrics::Metrics::default().render();
+    let mut exported: BTreeSet<String> = rendered
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    exported.extend(
+        oncebox_api::metrics::DEFINITIONS
+            .iter()
+            .map(|d| d.name.to_owned()),
+    );
+    let rules =
+        std::fs::read_to_string(root().join("deploy/prometheus/oncebox-rules.yml")).expect("rules");
+    let tests = std::fs::read_to_string(root().join("deploy/prometheus/oncebox-rules.test.yml"))
+        .expect("rule tests");
+    let dashboard = dashboard_queries().join("\n");
+    for (what, text) in [
+        ("the alert rules", rules),
+        ("the rules' unit tests", tests),
+        ("the dashboard", dashboard),
+    ] {
+        let named = metric_names(&text, &histograms);
+        assert!(!named.is_empty(), "{what} name no oncebox metric");
+        let unknown: Vec<_> = named.difference(&exported).collect();
+        assert!(
+            unknown.is_empty(),
+            "{what} name metrics no binary exports: {unknown:?} (exported: {exported:?})"
+        );
+    }
+}

@@ -5,10 +5,11 @@
 //! `application/problem+json` (RFC 9457) naming the field.
 //!
 //! One room per concern: [`auth`] (tokens and their cache), [`limits`] (request rates per
-//! token and tenant), `intents` (the agent's endpoints), `ops` (the operator's), `health`,
-//! [`metrics`], [`problem`] and [`openapi`].
+//! token and tenant), `intents` (the agent's endpoints), `ops` (the operator's), [`console`]
+//! (the operators' web pages), `health`, [`metrics`], [`problem`] and [`openapi`].
 
 pub mod auth;
+pub mod console;
 mod health;
 mod intents;
 pub mod limits;
@@ -29,6 +30,7 @@ use sqlx::PgPool;
 use tokio::sync::watch;
 
 pub use auth::TOKEN_CACHE_TTL;
+pub use console::ConsoleSettings;
 pub use intents::MAX_WAIT_SECS;
 pub use mcp::McpMount;
 pub use openapi::OPENAPI;
@@ -47,6 +49,7 @@ pub struct AppState {
     openapi: Arc<str>,
     tokens: auth::TokenCache,
     limiter: limits::Limiter,
+    console: ConsoleSettings,
 }
 
 impl AppState {
@@ -70,6 +73,7 @@ impl AppState {
             openapi,
             tokens: auth::TokenCache::default(),
             limiter: limits::Limiter::new(limits::RateLimits::default()),
+            console: ConsoleSettings::default(),
         })
     }
 
@@ -79,6 +83,12 @@ impl AppState {
         self.done.clone()
     }
 
+    /// Serves the console (`/console`) with `settings` instead of the defaults.
+    pub fn with_console(mut self, settings: ConsoleSettings) -> AppState {
+        self.console = settings;
+        self
+    }
+
     /// Limits request rates per token and per tenant with `limits` instead of the defaults.
     pub fn with_rate_limits(mut self, limits: limits::RateLimits) -> AppState {
         self.limiter = limits::Limiter::new(limits);
@@ -86,8 +96,8 @@ impl AppState {
     }
 }
 
-/// The router: `/v1/intents…`, `/v1/ops/intents…`, `/healthz`, `/readyz`, `/metrics`,
-/// `/openapi.json`.
+/// The router: `/v1/intents…`, `/v1/ops/intents…`, `/console…`, `/healthz`, `/readyz`,
+/// `/metrics`, `/openapi.json`.
 pub fn router(state: AppState) -> Router {
     router_with_mcp(state, None)
 }
@@ -110,7 +120,8 @@ pub fn router_with_mcp(state: AppState, mcp: Option<McpMount>) -> Router {
         .route("/openapi.json", get(serve_openapi))
         .fallback(problem::not_found)
         .method_not_allowed_fallback(problem::method_not_allowed)
-        .with_state(state.clone());
+        .with_state(state.clone())
+        .merge(console::routes(state.clone()));
     if let Some(mount) = mcp {
         let gateway = Router::new()
             .route_service("/mcp", mcp::service(mount))

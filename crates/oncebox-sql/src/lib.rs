@@ -58,6 +58,28 @@ statements! {
     WAIT_DEREGISTER = "wait_deregister.sql";
     /// The ready queue's depth and oldest age (gauges, stats).
     READY_QUEUE = "ready_queue.sql";
+    /// Gauges: intents waiting per status, and unpublished dead letters.
+    WAITING_GAUGES = "waiting_gauges.sql";
+    /// Workers seen: this one is alive.
+    WORKER_SEEN = "worker_seen.sql";
+    /// Workers seen, most recent first.
+    WORKERS_LIST = "workers_list.sql";
+    /// Console: a session at login.
+    SESSION_CREATE = "session_create.sql";
+    /// Console: the caller behind a session.
+    SESSION_FIND = "session_find.sql";
+    /// Console: logout.
+    SESSION_END = "session_end.sql";
+    /// Console: a tenant's intents per action and status.
+    CONSOLE_COUNTS = "console_counts.sql";
+    /// Console: completions per minute over the last hour.
+    CONSOLE_COMPLETED = "console_completed.sql";
+    /// Console: a tenant's ready deliveries.
+    CONSOLE_READY = "console_ready.sql";
+    /// Console: intents that need a person.
+    CONSOLE_ATTENTION = "console_attention.sql";
+    /// Console: search by key or business reference.
+    CONSOLE_SEARCH = "console_search.sql";
     /// Ops: list intents.
     OPS_LIST = "ops_list.sql";
     /// Ops: find an intent by key or id.

@@ -8,6 +8,7 @@
 //! no connection juggling of their own.
 
 mod claim;
+pub mod console;
 mod error;
 mod intent;
 mod lease;
@@ -36,7 +37,7 @@ pub use lease::{Lease, Phase};
 pub use migrate::{
     MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready, refuse_newer_schema,
 };
-pub use queue::{ReadyQueue, ping, ready_queue};
+pub use queue::{ReadyQueue, WaitingGauge, ping, ready_queue, waiting_gauges};
 pub use record::{
     Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
     release, renew,

@@ -28,3 +28,26 @@ pub async fn ping(db: impl PgExecutor<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(crate::sql::PING).execute(db).await?;
     Ok(())
 }
+
+/// Intents waiting in one status, or the unpublished dead letters.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct WaitingGauge {
+    /// `unknown`, `reconciling`, `needs_review`, or `dead_letter` for unpublished dead letters.
+    pub gauge: String,
+    /// How many.
+    pub n: i64,
+    /// Age in seconds of the one waiting longest (0 when there is none).
+    pub oldest_seconds: f64,
+}
+
+/// Reads the waiting gauges: intents waiting for reconciliation or a person per status (only
+/// statuses with some), over the `intents_waiting` index, and the dead letters not yet
+/// published (always one row, `dead_letter`).
+///
+/// # Errors
+/// The database's error.
+pub async fn waiting_gauges(db: impl PgExecutor<'_>) -> Result<Vec<WaitingGauge>, sqlx::Error> {
+    sqlx::query_as(crate::sql::WAITING_GAUGES)
+        .fetch_all(db)
+        .await
+}

@@ -1,5 +1,7 @@
-//! The gauges service: every few seconds it reads the ready queue's depth and the age of its
-//! oldest row (a bounded count over the ready index) into the metrics.
+//! The gauges service: every few seconds it reads into the metrics the ready queue's depth and
+//! the age of its oldest row (a bounded count over the ready index), the intents waiting for
+//! reconciliation or a person per status, and the dead letters not yet published; and records
+//! this worker as seen (`oncebox.workers`, the console's list of workers).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Context;
 use crate::service::Service;
 
-/// How often the ready-queue gauges are read.
+/// How often the gauges are read.
 const PERIOD: Duration = Duration::from_secs(5);
 
-/// The ready-queue gauges.
+/// The queue and waiting gauges.
 pub(crate) struct Gauges;
 
 impl Service for Gauges {
@@ -27,6 +29,15 @@ impl Service for Gauges {
                     (q.oldest_seconds.max(0.0) * 1000.0) as u64,
                 ),
                 Err(e) => tracing::warn!(error = %e, "reading the ready-queue gauges failed"),
+            }
+            // Seen by the console's list of workers.
+            let (id, delivers) = (&ctx.settings.id, ctx.settings.deliver);
+            if let Err(e) = oncebox_store::console::worker_seen(&ctx.pool, id, delivers).await {
+                tracing::warn!(error = %e, "recording this worker as seen failed");
+            }
+            match oncebox_store::waiting_gauges(&ctx.pool).await {
+                Ok(gauges) => ctx.metrics.waiting(&gauges),
+                Err(e) => tracing::warn!(error = %e, "reading the waiting gauges failed"),
             }
             tokio::select! {
                 _ = stop.cancelled() => return,

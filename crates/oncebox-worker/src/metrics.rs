@@ -58,6 +58,39 @@ pub const LOOP_HEARTBEAT: Def = Def {
     help: "When each worker loop last turned.",
 };
 
+/// Intents waiting for reconciliation or a person, by status.
+pub const INTENTS_WAITING: Def = Def {
+    name: "oncebox_intents_waiting",
+    kind: Kind::Gauge,
+    labels: &["status"],
+    help: "Intents waiting for reconciliation or a person, by status (unknown, reconciling, \
+           needs_review).",
+};
+/// How long the intent waiting longest in each status has waited.
+pub const OLDEST_WAITING_AGE_SECONDS: Def = Def {
+    name: "oncebox_oldest_waiting_age_seconds",
+    kind: Kind::Gauge,
+    labels: &["status"],
+    help: "Seconds since the intent waiting longest in each status last changed.",
+};
+/// Dead letters written but not yet published to the broker.
+pub const DEAD_LETTERS_UNPUBLISHED: Def = Def {
+    name: "oncebox_dead_letters_unpublished",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Dead letters written but not yet published to the broker.",
+};
+/// Age of the oldest unpublished dead letter.
+pub const OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS: Def = Def {
+    name: "oncebox_oldest_unpublished_dead_letter_age_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Seconds since the intent of the oldest unpublished dead letter entered its status.",
+};
+
+/// The statuses [`INTENTS_WAITING`] reports, each always present (0 when none wait).
+pub const WAITING_STATUSES: [&str; 3] = ["unknown", "reconciling", "needs_review"];
+
 /// Every metric a worker exports.
 pub const DEFINITIONS: &[Def] = &[
     DELIVERIES_TOTAL,
@@ -67,6 +100,10 @@ pub const DEFINITIONS: &[Def] = &[
     READY_DEPTH,
     OLDEST_READY_AGE_SECONDS,
     LOOP_HEARTBEAT,
+    INTENTS_WAITING,
+    OLDEST_WAITING_AGE_SECONDS,
+    DEAD_LETTERS_UNPUBLISHED,
+    OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS,
 ];
 
 /// The delivery loop's name in heartbeats and `/healthz`.
@@ -134,6 +171,8 @@ pub struct Metrics {
     ready_depth: AtomicU64,
     oldest_ready_ms: AtomicU64,
     heartbeats: Mutex<BTreeMap<&'static str, u64>>,
+    /// Per [`WAITING_STATUSES`] and `dead_letter`: how many and the oldest's age in seconds.
+    waiting: Mutex<BTreeMap<String, (i64, f64)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -166,6 +205,16 @@ impl Metrics {
     pub fn ready(&self, depth: u64, oldest_age_ms: u64) {
         self.ready_depth.store(depth, Ordering::Relaxed);
         self.oldest_ready_ms.store(oldest_age_ms, Ordering::Relaxed);
+    }
+
+    /// Sets the waiting gauges from a reading of [`oncebox_store::waiting_gauges`]: a status
+    /// missing from it has none waiting.
+    pub fn waiting(&self, gauges: &[oncebox_store::WaitingGauge]) {
+        let mut waiting = lock(&self.waiting);
+        waiting.clear();
+        for g in gauges {
+            waiting.insert(g.gauge.clone(), (g.n, g.oldest_seconds.max(0.0)));
+        }
     }
 
     /// Marks `loop_name` alive at `now_ms` (milliseconds since the Unix epoch).
@@ -243,6 +292,27 @@ impl Metrics {
         for (def, value) in scalars {
             def.header(&mut out);
             let _ = writeln!(out, "{} {value}", def.name);
+        }
+        {
+            let waiting = lock(&self.waiting);
+            let of = |gauge: &str| waiting.get(gauge).copied().unwrap_or((0, 0.0));
+            INTENTS_WAITING.header(&mut out);
+            for status in WAITING_STATUSES {
+                let (n, _) = of(status);
+                let _ = writeln!(out, "{}{{status=\"{status}\"}} {n}", INTENTS_WAITING.name);
+            }
+            OLDEST_WAITING_AGE_SECONDS.header(&mut out);
+            for status in WAITING_STATUSES {
+                let (_, age) = of(status);
+                let name = OLDEST_WAITING_AGE_SECONDS.name;
+                let _ = writeln!(out, "{name}{{status=\"{status}\"}} {age}");
+            }
+            let (n, age) = of("dead_letter");
+            DEAD_LETTERS_UNPUBLISHED.header(&mut out);
+            let _ = writeln!(out, "{} {n}", DEAD_LETTERS_UNPUBLISHED.name);
+            OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.header(&mut out);
+            let name = OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.name;
+            let _ = writeln!(out, "{name} {age}");
         }
         LOOP_HEARTBEAT.header(&mut out);
         for (name, ms) in lock(&self.heartbeats).iter() {

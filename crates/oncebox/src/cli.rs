@@ -311,6 +311,16 @@ pub(crate) struct ServeArgs {
     /// a request carrying any `Origin` header is refused (agents are not browsers).
     #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
     pub(crate) mcp_allowed_origins: Vec<String>,
+    /// /console: how long an operator's session lasts after login (the token's own expiry and
+    /// revocation end it sooner): 30m, 8h, 1d.
+    #[arg(long, default_value = "8h")]
+    pub(crate) console_session: oncebox_core::duration::HumanDuration,
+    /// /console: RabbitMQ URL, to show the dead-letter queue depths on the overview.
+    #[arg(long, env = "AMQP_URL", hide_env_values = true)]
+    pub(crate) amqp_url: Option<String>,
+    /// /console: the dead-letter exchange (queues EXCHANGE.failed, .expired, .needs_review).
+    #[arg(long, default_value_t = WorkerSettings::default().dead_letter_exchange)]
+    pub(crate) dead_letter_exchange: String,
 }
 
 /// Request rates per token and per tenant (429 with Retry-After beyond them).

@@ -68,9 +68,11 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     if !args.allow_newer_schema {
         oncebox_store::refuse_newer_schema(&pool).await?;
     }
+    let console = console_settings(&config, &args, tls.is_some());
     let state = oncebox_api::AppState::new(pool.clone(), intake.clone(), args.body_limit)
         .await?
-        .with_rate_limits(rates);
+        .with_rate_limits(rates)
+        .with_console(console);
     let gateway = oncebox_mcp::Gateway::new(
         pool,
         &config,
@@ -100,6 +102,50 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
     )
     .await;
     Ok(())
+}
+
+/// How `oncebox serve` serves `/console`: the configuration's destinations and their actions,
+/// `Secure` cookies when it speaks TLS, and the dead-letter queue depths when it knows the
+/// broker.
+fn console_settings(
+    config: &oncebox_core::config::Config,
+    args: &cli::ServeArgs,
+    tls: bool,
+) -> oncebox_api::ConsoleSettings {
+    let mut destinations: std::collections::BTreeMap<String, Vec<String>> = config
+        .destinations
+        .keys()
+        .map(|d| (d.clone(), Vec::new()))
+        .collect();
+    for (name, action) in &config.actions {
+        destinations
+            .entry(action.destination.clone())
+            .or_default()
+            .push(name.clone());
+    }
+    let dead_letter_depths = args.amqp_url.clone().map(|url| {
+        let exchange = args.dead_letter_exchange.clone();
+        let read: oncebox_api::console::DeadLetterDepths = std::sync::Arc::new(move || {
+            let (url, exchange) = (url.clone(), exchange.clone());
+            Box::pin(async move {
+                // A broker that does not answer must not hold the page.
+                let wait = std::time::Duration::from_secs(3);
+                match tokio::time::timeout(wait, ops::queue_depths(&url, &exchange)).await {
+                    Ok(depths) => depths,
+                    Err(_) => oncebox_worker::reasons()
+                        .map(|r| (format!("{exchange}.{r}"), None))
+                        .collect(),
+                }
+            })
+        });
+        read
+    });
+    oncebox_api::ConsoleSettings {
+        destinations,
+        secure_cookies: tls,
+        session_lifetime: args.console_session.get(),
+        dead_letter_depths,
+    }
 }
 
 /// `oncebox mcp`: the MCP gateway over stdio until the client closes it (or SIGTERM/SIGINT).

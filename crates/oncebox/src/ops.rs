@@ -346,7 +346,7 @@ async fn change(
 }
 
 /// Message counts of the dead-letter queues (passive declare: nothing is created).
-async fn queue_depths(url: &str, exchange: &str) -> Vec<(String, Option<u32>)> {
+pub(crate) async fn queue_depths(url: &str, exchange: &str) -> Vec<(String, Option<u32>)> {
     let conn = match lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await {
         Ok(c) => Some(c),
         Err(e) => {

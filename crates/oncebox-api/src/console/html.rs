@@ -1,0 +1,277 @@
+//! The console's HTML: escaping (every value from the database or the request goes through
+//! [`esc`] or [`Attr`]), the page frame, and a small chart drawn as inline SVG on the server —
+//! no script anywhere, so the Content-Security-Policy allows none.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+
+/// `s` escaped for HTML text and quoted attribute values.
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` percent-encoded as one URL path segment or query value (everything but unreserved
+/// characters), so a key holding `/`, `?`, `#` or `%` links to its own page.
+pub(crate) fn url_part(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// The link to intent `key`'s page.
+pub(crate) fn intent_href(key: &str) -> String {
+    format!("/console/intents/{}", url_part(key))
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let cut: String = s.chars().take(max).collect();
+    format!("{cut}…")
+}
+
+/// A duration in seconds as people read it: `42 s`, `5 min`, `3 h 10 min`, `2 d 4 h`.
+pub(crate) fn age(seconds: f64) -> String {
+    let s = seconds.max(0.0) as u64;
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {} h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+/// A timestamp in UTC, to the second.
+pub(crate) fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// How old `t` is now, as [`age`] says it.
+pub(crate) fn ago(t: DateTime<Utc>) -> String {
+    let secs = (Utc::now() - t).num_milliseconds() as f64 / 1000.0;
+    format!("{} ago", age(secs))
+}
+
+/// A status as a badge (its class colours it).
+pub(crate) fn badge(status: &str) -> String {
+    format!(
+        "<span class=\"badge s-{}\">{}</span>",
+        esc(status),
+        esc(status)
+    )
+}
+
+/// Which navigation entry a page belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nav {
+    Overview,
+    Attention,
+    Search,
+    None,
+}
+
+/// Who is logged in, as the frame shows it, and the CSRF token of the logout form.
+pub(crate) struct Frame<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) token_id: i64,
+    pub(crate) csrf: &'a str,
+}
+
+/// A whole page: the frame (navigation, search, who, logout) around `body`.
+pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 2048);
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · oncebox console</title>\
+         <link rel=\"stylesheet\" href=\"/console/console.css\">\
+         <link rel=\"icon\" href=\"data:,\"></head><body>",
+        esc(title)
+    );
+    out.push_str("<header><a class=\"brand\" href=\"/console\">oncebox</a>");
+    if let Some(f) = frame {
+        let item = |n: Nav, href: &str, label: &str| {
+            let current = if n == nav {
+                " aria-current=\"page\""
+            } else {
+                ""
+            };
+            format!("<a href=\"{href}\"{current}>{label}</a>")
+        };
+        let _ = write!(
+            out,
+            "<nav>{}{}</nav>\
+             <form class=\"search\" method=\"get\" action=\"/console/search\">\
+             <input type=\"search\" name=\"q\" placeholder=\"Key or business reference\" \
+             aria-label=\"Search by key or business reference\" required>\
+             <button type=\"submit\">Search</button></form>\
+             <div class=\"who\">tenant <b>{}</b> · ops token {}\
+             <form method=\"post\" action=\"/console/logout\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <button type=\"submit\" class=\"link\">Log out</button></form></div>",
+            item(Nav::Overview, "/console", "Overview"),
+            item(Nav::Attention, "/console/attention", "Needs a person"),
+            esc(f.tenant),
+            f.token_id,
+            esc(f.csrf),
+        );
+    }
+    out.push_str("</header><main>");
+    let _ = write!(out, "<h1>{}</h1>", esc(title));
+    out.push_str(body);
+    out.push_str("</main></body></html>\n");
+    out
+}
+
+/// One bar of [`bar_chart`]: its label and its stacked parts (each with a CSS class).
+pub(crate) struct Bar {
+    pub(crate) label: String,
+    pub(crate) parts: Vec<(&'static str, u64)>,
+}
+
+/// A stacked bar chart as inline SVG (no script, no inline style: classes colour it), with a
+/// title and a text equivalent for screen readers.
+pub(crate) fn bar_chart(title: &str, bars: &[Bar], legend: &[(&'static str, &str)]) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 180.0;
+    const LEFT: f64 = 44.0;
+    const BOTTOM: f64 = 22.0;
+    let peak = bars
+        .iter()
+        .map(|b| b.parts.iter().map(|(_, n)| n).sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    // The axis's top: even, so that the middle gridline is a whole number.
+    let max = peak.max(1).div_ceil(2) * 2;
+    let total: u64 = bars
+        .iter()
+        .flat_map(|b| b.parts.iter().map(|(_, n)| n))
+        .sum();
+    let slot = (W - LEFT) / bars.len().max(1) as f64;
+    let plot = H - BOTTOM - 8.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<figure class=\"chart\"><svg viewBox=\"0 0 {W} {H}\" role=\"img\" \
+         aria-label=\"{}: {total} in all, at most {peak} in one minute\">",
+        esc(title)
+    );
+    // Axis: 0, half and the maximum.
+    for (frac, label) in [(0.0, 0), (0.5, max / 2), (1.0, max)] {
+        let y = 8.0 + plot * (1.0 - frac);
+        let _ = write!(
+            svg,
+            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{W}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+            LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    for (i, bar) in bars.iter().enumerate() {
+        let x = LEFT + slot * i as f64 + 1.0;
+        let mut y = 8.0 + plot;
+        for (class, n) in &bar.parts {
+            if *n == 0 {
+                continue;
+            }
+            let h = plot * *n as f64 / max as f64;
+            y -= h;
+            let _ = write!(
+                svg,
+                "<rect class=\"{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" \
+                 height=\"{h:.1}\"><title>{}: {n}</title></rect>",
+                (slot - 2.0).max(1.0),
+                esc(&bar.label)
+            );
+        }
+        let last = i + 1 == bars.len();
+        if i % 10 == 0 || last {
+            let (at, anchor) = match (i, last) {
+                (0, _) => (x, "start"),
+                (_, true) => (x + slot - 2.0, "end"),
+                _ => (x + slot / 2.0, "middle"),
+            };
+            let _ = write!(
+                svg,
+                "<text class=\"axis\" x=\"{at:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
+                H - 6.0,
+                esc(&bar.label)
+            );
+        }
+    }
+    svg.push_str("</svg><figcaption>");
+    let _ = write!(svg, "{} ", esc(title));
+    for (class, label) in legend {
+        let _ = write!(svg, "<span class=\"key {class}\"></span>{} ", esc(label));
+    }
+    svg.push_str("</figcaption></figure>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_leaves_no_markup_and_urls_keep_odd_keys_whole() {
+        assert_eq!(
+            esc("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(url_part("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
+        assert_eq!(
+            intent_href("order-1.x_y~z"),
+            "/console/intents/order-1.x_y~z"
+        );
+        assert_eq!(excerpt("abcdef", 3), "abc…");
+        assert_eq!(excerpt("abc", 3), "abc");
+    }
+
+    #[test]
+    fn ages_read_as_people_say_them() {
+        assert_eq!(age(5.2), "5 s");
+        assert_eq!(age(600.0), "10 min");
+        assert_eq!(age(3.0 * 3600.0 + 600.0), "3 h 10 min");
+        assert_eq!(age(2.0 * 86_400.0 + 4.0 * 3600.0), "2 d 4 h");
+    }
+
+    #[test]
+    fn the_chart_scales_to_its_largest_bar_and_escapes_labels() {
+        let bars = vec![
+            Bar {
+                label: "<b>".into(),
+                parts: vec![("ok", 3), ("bad", 1)],
+            },
+            Bar {
+                label: "now".into(),
+                parts: vec![("ok", 0)],
+            },
+        ];
+        let svg = bar_chart("Done", &bars, &[("ok", "succeeded")]);
+        assert!(svg.contains("4 in all, at most 4 in one minute"), "{svg}");
+        assert!(svg.contains("&lt;b&gt;: 3"), "{svg}");
+        assert!(!svg.contains("<b>"), "{svg}");
+        assert!(!svg.contains("style="), "no inline style: {svg}");
+    }
+}

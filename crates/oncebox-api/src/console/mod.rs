@@ -1,0 +1,420 @@
+//! `/console`: the operators' web console, served by `oncebox serve` — an overview, the intents
+//! that need a person, each intent's whole history with retry, resolve and cancel, search by
+//! key or business reference.
+//!
+//! Security (docs/console.md): an ops token is exchanged at login for a random session id in a
+//! cookie (`HttpOnly`, `SameSite=Strict`, `Path=/console`, `Secure` behind TLS); agent tokens are
+//! refused. Only the id's SHA-256 is stored (`oncebox.console_sessions`), and a session ends at
+//! logout, after [`ConsoleSettings::session_lifetime`], or when its token is revoked or expires.
+//! Every state-changing request (login included) carries a CSRF token in the form, compared in
+//! constant time with the session's (at login: with a cookie set by the login page). Pages are
+//! HTML rendered on the server with every value escaped and no script at all: the
+//! Content-Security-Policy allows scripts from nowhere. Every query is scoped to the token's
+//! tenant, as in the API. Every asset is compiled into the binary.
+
+mod html;
+mod pages;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Form, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use oncebox_store::console::Session;
+use oncebox_store::tokens::Role;
+use tokio::time::Instant;
+
+use crate::AppState;
+
+/// The dead-letter queues' depths, read when the overview is shown: each queue's name and its
+/// message count (`None` when it could not be read).
+pub type DeadLetterDepths =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Vec<(String, Option<u32>)>> + Send>> + Send + Sync>;
+
+/// How the console is served.
+#[derive(Clone)]
+pub struct ConsoleSettings {
+    /// Each destination with the actions that deliver to it (for the destination filter and
+    /// the overview's counts).
+    pub destinations: BTreeMap<String, Vec<String>>,
+    /// Mark cookies `Secure` (the server speaks TLS); requests that arrived as HTTPS through a
+    /// proxy (`X-Forwarded-Proto: https`) get `Secure` cookies regardless.
+    pub secure_cookies: bool,
+    /// How long a session lasts after login.
+    pub session_lifetime: Duration,
+    /// Reads the dead-letter queue depths, when the server knows the broker.
+    pub dead_letter_depths: Option<DeadLetterDepths>,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        ConsoleSettings {
+            destinations: BTreeMap::new(),
+            secure_cookies: false,
+            session_lifetime: DEFAULT_SESSION_LIFETIME,
+            dead_letter_depths: None,
+        }
+    }
+}
+
+/// A session's default lifetime: a working day.
+pub const DEFAULT_SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "oncebox_session";
+/// The login page's CSRF cookie (before there is a session to hold the token).
+pub const LOGIN_COOKIE: &str = "oncebox_login";
+
+/// The Content-Security-Policy of every console response: no script from anywhere, styles and
+/// images only from the console itself, forms only to it, never framed.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+                       form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const CSS: &str = include_str!("console.css");
+
+/// The console's routes, behind its security headers.
+pub(crate) fn routes(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/console", get(pages::overview))
+        .route("/console/", get(|| async { Redirect::to("/console") }))
+        .route("/console/login", get(login_page).post(login))
+        .route("/console/logout", post(logout))
+        .route("/console/attention", get(pages::attention))
+        .route("/console/search", get(pages::search))
+        .route("/console/intents/{key}", get(pages::intent))
+        .route("/console/intents/{key}/retry", post(pages::retry))
+        .route("/console/intents/{key}/resolve", post(pages::resolve))
+        .route("/console/intents/{key}/cancel", post(pages::cancel))
+        .route("/console/console.css", get(css))
+        .with_state(state)
+        .layer(axum::middleware::from_fn(security_headers))
+}
+
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+async fn css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        CSS,
+    )
+        .into_response()
+}
+
+/// An HTML answer.
+pub(crate) fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// A page saying what went wrong, with `status`.
+pub(crate) fn error_page(status: StatusCode, title: &str, detail: &str) -> Response {
+    let body = format!(
+        "<p class=\"error\" role=\"alert\">{}</p><p><a href=\"/console\">Back to the console</a></p>",
+        html::esc(detail)
+    );
+    html(status, html::page(title, html::Nav::None, None, &body))
+}
+
+/// The value of cookie `name` in the request.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Equal, compared in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// A cookie header value: `HttpOnly`, `SameSite=Strict`, on `path`, `Secure` when `secure`.
+fn set_cookie(name: &str, value: &str, path: &str, max_age: u64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("invalid=1; Max-Age=0"))
+}
+
+/// Whether this request's cookies must be `Secure`.
+fn secure(state: &AppState, headers: &HeaderMap) -> bool {
+    state.console.secure_cookies
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+}
+
+/// The logged-in session of this request (within the token's rate limits), or the answer to
+/// give instead: to the login page when there is none.
+pub(crate) async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Response> {
+    let Some(id) = cookie(headers, SESSION_COOKIE).filter(|id| !id.is_empty()) else {
+        return Err(Redirect::to("/console/login").into_response());
+    };
+    let found = oncebox_store::console::session(&state.pool, id)
+        .await
+        .map_err(internal)?;
+    let Some(session) = found.filter(|s| s.caller.role == Role::Ops) else {
+        return Err(Redirect::to("/console/login?expired=1").into_response());
+    };
+    let who = &session.caller;
+    if state
+        .limiter
+        .check(who.id, &who.tenant_id, Instant::now())
+        .is_err()
+    {
+        return Err(error_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            "This token is over its request rate; wait a moment and reload.",
+        ));
+    }
+    Ok(session)
+}
+
+/// The session of a state-changing request whose form carries the session's CSRF token; a 403
+/// page when the token is missing or wrong.
+pub(crate) async fn checked_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<Session, Response> {
+    let session = session(state, headers).await?;
+    match form.get("csrf") {
+        Some(token) if same(token, &session.csrf) => Ok(session),
+        _ => Err(csrf_refused()),
+    }
+}
+
+fn csrf_refused() -> Response {
+    error_page(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This request did not carry the console's CSRF token (field csrf): it did not come \
+         from a console page of this session. Nothing was changed.",
+    )
+}
+
+/// A database failure as a 500 page (the detail goes to the log, not the page).
+pub(crate) fn internal(e: sqlx::Error) -> Response {
+    tracing::error!(error = %e, "console: database error");
+    error_page(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something went wrong",
+        "The database did not answer as expected; the server's log says more.",
+    )
+}
+
+/// A form body as a map, or a 400 page naming what is wrong with it.
+pub(crate) type FormMap =
+    Result<Form<HashMap<String, String>>, axum::extract::rejection::FormRejection>;
+
+/// The form's fields, or the 400 page to answer instead (boxed: a response is large).
+pub(crate) fn form_of(form: FormMap) -> Result<HashMap<String, String>, Box<Response>> {
+    form.map(|Form(f)| f).map_err(|e| {
+        Box::new(error_page(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            &format!("The form could not be read: {}", e.body_text()),
+        ))
+    })
+}
+
+async fn login_page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    query: axum::extract::Query<HashMap<String, String>>,
+) -> Response {
+    let note = if query.contains_key("expired") {
+        "<p class=\"note\" role=\"status\">Your session ended; log in again.</p>"
+    } else {
+        ""
+    };
+    login_form(&state, &headers, StatusCode::OK, note)
+}
+
+/// The login page with a fresh login CSRF token (in a cookie and in the form).
+fn login_form(state: &AppState, headers: &HeaderMap, status: StatusCode, note: &str) -> Response {
+    let Ok(nonce) = oncebox_store::console::random_hex() else {
+        return error_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Something went wrong",
+            "No randomness for the login form.",
+        );
+    };
+    let body = format!(
+        "{note}<form class=\"login\" method=\"post\" action=\"/console/login\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{nonce}\">\
+         <label for=\"token\">Ops token</label>\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required \
+         placeholder=\"obx_…\">\
+         <button type=\"submit\">Log in</button>\
+         <p class=\"hint\">An ops token from <code>oncebox ops token create --role ops</code>. \
+         Agent tokens cannot use the console.</p></form>"
+    );
+    let mut response = html(status, html::page("Log in", html::Nav::None, None, &body));
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(
+            LOGIN_COOKIE,
+            &nonce,
+            "/console/login",
+            600,
+            secure(state, headers),
+        ),
+    );
+    response
+}
+
+async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, form: FormMap) -> Response {
+    let form = match form_of(form) {
+        Ok(f) => f,
+        Err(page) => return *page,
+    };
+    let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
+    match form.get("csrf") {
+        Some(token) if !nonce.is_empty() && same(token, nonce) => {}
+        _ => return csrf_refused(),
+    }
+    let token = form.get("token").map(|t| t.trim()).unwrap_or_default();
+    let refuse = |status, why: &str| {
+        let note = format!("<p class=\"error\" role=\"alert\">{}</p>", html::esc(why));
+        login_form(&state, &headers, status, &note)
+    };
+    if token.is_empty() {
+        return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.");
+    }
+    let who = match oncebox_store::tokens::authenticate(&state.pool, token).await {
+        Ok(Some(who)) => who,
+        Ok(None) => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "token: unknown, revoked or expired.",
+            );
+        }
+        Err(e) => return internal(e),
+    };
+    if who.role != Role::Ops {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "token: this is an agent token; the console needs an ops token.",
+        );
+    }
+    let lifetime = state.console.session_lifetime;
+    let (id, _csrf) =
+        match oncebox_store::console::create_session(&state.pool, &who, lifetime).await {
+            Ok(created) => created,
+            Err(e) => return internal(e),
+        };
+    tracing::info!(token = who.id, tenant = %who.tenant_id, "console login");
+    let secure = secure(&state, &headers);
+    let mut response = Redirect::to("/console").into_response();
+    let h = response.headers_mut();
+    h.append(
+        header::SET_COOKIE,
+        set_cookie(SESSION_COOKIE, &id, "/console", lifetime.as_secs(), secure),
+    );
+    h.append(
+        header::SET_COOKIE,
+        set_cookie(LOGIN_COOKIE, "", "/console/login", 0, secure),
+    );
+    response
+}
+
+async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, form: FormMap) -> Response {
+    let form = match form_of(form) {
+        Ok(f) => f,
+        Err(page) => return *page,
+    };
+    if let Err(answer) = checked_session(&state, &headers, &form).await {
+        return answer;
+    }
+    if let Some(id) = cookie(&headers, SESSION_COOKIE)
+        && let Err(e) = oncebox_store::console::end_session(&state.pool, id).await
+    {
+        return internal(e);
+    }
+    let mut response = Redirect::to("/console/login").into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(SESSION_COOKIE, "", "/console", 0, secure(&state, &headers)),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_found_by_name_and_compared_whole() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; oncebox_session=abc"),
+        );
+        h.append(header::COOKIE, HeaderValue::from_static("b=2"));
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("abc"));
+        assert_eq!(cookie(&h, "b"), Some("2"));
+        assert_eq!(cookie(&h, "oncebox"), None);
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
+    }
+
+    #[test]
+    fn session_cookies_are_http_only_strict_and_secure_behind_tls() {
+        let plain = set_cookie(SESSION_COOKIE, "x", "/console", 60, false);
+        let plain = plain.to_str().expect("ascii");
+        assert!(
+            plain.contains("HttpOnly") && plain.contains("SameSite=Strict"),
+            "{plain}"
+        );
+        assert!(!plain.contains("Secure"), "{plain}");
+        let tls = set_cookie(SESSION_COOKIE, "x", "/console", 60, true);
+        assert!(tls.to_str().expect("ascii").ends_with("; Secure"));
+    }
+}
