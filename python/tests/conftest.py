@@ -179,9 +179,10 @@ class Services:
         self.api_url = f"http://127.0.0.1:{port}"
         return self.api_url, proc
 
-    def token(self, tenant: str) -> str:
+    def token(self, tenant: str, role: str = "agent") -> str:
+        """A new API token of ``tenant`` with ``role`` (agent or ops)."""
         out = subprocess.run(
-            [str(self.bin), "ops", "token", "create", "--tenant", tenant, "--role", "agent"],
+            [str(self.bin), "ops", "token", "create", "--tenant", tenant, "--role", role],
             env={**os.environ, "DATABASE_URL": self.db_url},
             check=True,
             capture_output=True,

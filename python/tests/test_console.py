@@ -12,7 +12,6 @@ at, and no page may log a console error (a CSP violation would be one).
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,16 +41,6 @@ def browser() -> Iterator[Browser]:
             yield b
         finally:
             b.close()
-
-
-def ops_token(services: Services, tenant: str) -> str:
-    out = subprocess.run(
-        [str(services.bin), "ops", "token", "create", "--tenant", tenant, "--role", "ops"],
-        env={**os.environ, "DATABASE_URL": services.db_url},
-        check=True,
-        capture_output=True,
-    )
-    return out.stdout.decode().strip()
 
 
 def status_of(db_url: str, key: str) -> str:
@@ -104,7 +93,7 @@ def test_an_operator_resolves_a_needs_review_intent_in_the_browser(
     services.worker()
     base = services.serve()
     agent = services.token("acme")
-    ops = ops_token(services, "acme")
+    ops = services.token("acme", role="ops")
     headers = {"Authorization": f"Bearer {agent}"}
     # A wire transfer whose answer is lost: the bank cannot be asked, so it needs a person.
     lost = {"action": "wire_transfer", "arguments": {"order_id": "o-77", "faults": ["drop"]}}

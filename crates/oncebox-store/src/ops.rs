@@ -135,7 +135,7 @@ pub struct AuditRow {
     pub actor: String,
     /// In what role.
     pub role: String,
-    /// Through what (`cli`, `api`, `mcp`).
+    /// Through what (`cli`, `api`, `console`, `mcp`).
     pub via: String,
     /// `retry`, `resolve` or `cancel`.
     pub action: String,
