@@ -78,7 +78,7 @@ impl Running {
 
 /// Fills a backlog of `n` intents for the action `noop`, starts a worker and waits until the
 /// outbox is empty; checks every intent succeeded. Returns the drain time and the worker.
-async fn drain_backlog(
+pub(crate) async fn drain_backlog(
     pool: &PgPool,
     routes: &Routes,
     concurrency: u32,

@@ -2,7 +2,7 @@
 //! baseline in the same run, in alternating rounds, reported as medians and ratios (the machine
 //! is noisy; absolute numbers mean little, ratios measured together do).
 //!
-//! `cargo run --release -p oncebox-bench -- intake|deliver|tools [--help]`. Exit codes: 0 ok, 1 the
+//! `cargo run --release -p oncebox-bench -- intake|deliver|tools|signing [--help]`. Exit codes: 0 ok, 1 the
 //! benchmark failed (a database or broker error, a wrong result), 2 usage.
 
 mod baseline;
@@ -10,6 +10,7 @@ mod deliver;
 mod intake;
 mod intake_http;
 mod queries;
+mod signing;
 mod tools;
 
 use std::path::PathBuf;
@@ -44,6 +45,26 @@ enum What {
     /// a local no-op receiver) against POST /v1/intents + GET ?wait= through the HTTP API, in
     /// alternating rounds, with one in-process API server and one in-process worker.
     Tools(ToolsArgs),
+    /// Deliveries/s draining a backlog over HTTP with Standard Webhooks signatures (v1
+    /// HMAC-SHA256, and v1a Ed25519) against the same drain unsigned, in alternating rounds.
+    Signing(SigningArgs),
+}
+
+/// `oncebox-bench signing`.
+#[derive(Debug, Args)]
+pub(crate) struct SigningArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Intents in each backlog.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
+    intents: u32,
+    /// Worker tasks in flight at once (one in-process worker).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+    /// Rounds (each drains once unsigned, once with v1, once with v1a).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    rounds: u32,
 }
 
 /// `oncebox-bench tools`.
@@ -173,6 +194,7 @@ fn main() -> ExitCode {
             What::Intake(a) => intake::run(a, cli.json).await,
             What::Deliver(a) => deliver::run(a, cli.json).await,
             What::Tools(a) => tools::run(a, cli.json).await,
+            What::Signing(a) => signing::run(a, cli.json).await,
         }
     });
     match result {

@@ -14,3 +14,5 @@ pub(crate) const OUTBOX_LEFT: &str = include_str!("../queries/outbox_left.sql");
 pub(crate) const SUCCEEDED: &str = include_str!("../queries/succeeded.sql");
 /// Rows left in the baseline's outbox.
 pub(crate) const BASELINE_LEFT: &str = include_str!("../queries/baseline_left.sql");
+/// Empty the journal between drains (the signing benchmark).
+pub(crate) const RESET_JOURNAL: &str = include_str!("../queries/reset_journal.sql");

@@ -34,7 +34,7 @@ fn report(args: &str) -> Value {
 
 #[test]
 fn help_is_there_for_every_benchmark() {
-    for sub in [&[][..], &["intake"], &["deliver"], &["tools"]] {
+    for sub in [&[][..], &["intake"], &["deliver"], &["tools"], &["signing"]] {
         assert_help(BIN, sub);
     }
     let o = bench(&["deliver", "--intents", "0"]);
@@ -52,6 +52,16 @@ fn bench_tools_reports_both_sides_and_a_ratio() {
         r["effects"].as_u64() > Some(0),
         "calls reached the receiver: {r}"
     );
+}
+
+#[test]
+fn bench_signing_reports_each_scheme_against_unsigned() {
+    let r = report("signing --intents 200 --rounds 1 --concurrency 16");
+    for case in ["unsigned", "v1", "v1a"] {
+        assert!(r[case]["per_second"].as_f64() > Some(0.0), "{case}: {r}");
+    }
+    assert!(r["ratio_v1"].as_f64() > Some(0.0), "{r}");
+    assert!(r["ratio_v1a"].as_f64() > Some(0.0), "{r}");
 }
 
 #[test]

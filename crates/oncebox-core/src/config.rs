@@ -282,6 +282,20 @@ pub struct HttpConfig {
     pub max_in_flight: Option<NonZeroUsize>,
     /// Reconciliation lookup; required for `idempotency = "lookup"`.
     pub lookup: Option<LookupSettings>,
+    /// Standard Webhooks signatures on every request and lookup (none when absent).
+    pub signing: Option<SigningSettings>,
+}
+
+/// Standard Webhooks signing of an HTTP destination's requests (`[destinations.X.signing]`):
+/// `webhook-id` (the idempotency key), `webhook-timestamp`, and one `webhook-signature` entry
+/// per secret over `id.timestamp.body`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningSettings {
+    /// The secrets, usually `${NAME}` of the environment: `whsec_…` (HMAC-SHA256, `v1`) or
+    /// `whsk_…` (Ed25519, `v1a`). Several at once during a rotation: every one signs. Never
+    /// logged.
+    pub secrets: Vec<HeaderValue>,
 }
 
 /// An AMQP destination (`kind = "amqp"`): publishes to an exchange with publisher confirms.
@@ -451,7 +465,15 @@ impl Config {
                 return Err(ConfigError::new(field("retry"), e.to_string()));
             }
             let checked = match dest {
-                Destination::Http(h) => check_lookup(h.lookup.as_ref(), h.idempotency),
+                Destination::Http(h) => {
+                    check_lookup(h.lookup.as_ref(), h.idempotency).and(match &h.signing {
+                        Some(s) if s.secrets.is_empty() => Err((
+                            "signing.secrets".to_owned(),
+                            "name at least one secret (whsec_… or whsk_…)".to_owned(),
+                        )),
+                        _ => Ok(()),
+                    })
+                }
                 Destination::Mcp(m) => self.check_mcp(m),
                 Destination::Amqp(_) => Ok(()),
             };
@@ -505,6 +527,17 @@ impl Config {
                 }
                 Destination::Http(h) => {
                     resolve_headers(name, &mut h.headers, h.lookup.as_mut(), &lookup)?;
+                    for (i, secret) in h
+                        .signing
+                        .iter_mut()
+                        .flat_map(|s| &mut s.secrets)
+                        .enumerate()
+                    {
+                        secret.resolve(
+                            &format!("destinations.{name}.signing.secrets[{i}]"),
+                            &lookup,
+                        )?;
+                    }
                 }
                 Destination::Mcp(m) => m.resolve_env(name, &lookup)?,
             }

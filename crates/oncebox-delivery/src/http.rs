@@ -2,12 +2,14 @@
 //! arguments as JSON, and headers naming tenant, action, attempt and request hash.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oncebox_core::DeliveryOutcome;
 use oncebox_core::config::{self, HttpConfig, HttpMethod};
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use oncebox_core::retry::RetryAfter;
+use oncebox_inbox::webhook::{self, Signer};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
@@ -52,6 +54,7 @@ pub struct HttpDestination {
     reference_pointer: Option<String>,
     completion_event: Option<String>,
     overrides: StatusOverrides,
+    signer: Option<Arc<Signer>>,
 }
 
 /// A destination that cannot be built from its configuration.
@@ -100,6 +103,41 @@ pub(crate) fn header_map(
     Ok(headers)
 }
 
+/// The signer of destination `name`, when it signs (`[destinations.X.signing]`, secrets
+/// already resolved).
+///
+/// # Errors
+/// [`BuildError`] naming `signing.secrets[i]` for a secret that cannot sign.
+pub(crate) fn signer(name: &str, dest: &HttpConfig) -> Result<Option<Arc<Signer>>, BuildError> {
+    let Some(signing) = &dest.signing else {
+        return Ok(None);
+    };
+    let secrets: Vec<&str> = signing.secrets.iter().map(|s| s.expose()).collect();
+    Signer::new(&secrets)
+        .map(|s| Some(Arc::new(s)))
+        .map_err(|(i, e)| BuildError::new(name, &format!("signing.secrets[{i}]"), &e.to_string()))
+}
+
+/// The Standard Webhooks headers of a request with `body` under `key`, signed now.
+pub(crate) fn signature_headers(signer: &Signer, key: &str, body: &[u8]) -> HeaderMap {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let mut headers = HeaderMap::new();
+    let signature = signer.sign(key, now, body);
+    // Keys and base64 signatures are printable ASCII: always valid header values.
+    if let (Ok(id), Ok(mut sig)) = (
+        HeaderValue::from_str(key),
+        HeaderValue::from_str(&signature),
+    ) {
+        sig.set_sensitive(true);
+        headers.insert(webhook::HEADER_ID, id);
+        headers.insert(webhook::HEADER_TIMESTAMP, HeaderValue::from(now));
+        headers.insert(webhook::HEADER_SIGNATURE, sig);
+    }
+    headers
+}
+
 impl HttpDestination {
     /// Builds the adapter for destination `name`. Header values must already be resolved
     /// ([`oncebox_core::config::Config::resolve_env`]).
@@ -115,6 +153,7 @@ impl HttpDestination {
         };
         let timeout = dest.timeout.get();
         let headers = header_map(name, "headers", &dest.headers)?;
+        let signer = signer(name, dest)?;
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(256)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
@@ -141,6 +180,7 @@ impl HttpDestination {
                 retry: statuses(&dest.retry_statuses),
                 permanent: statuses(&dest.permanent_statuses),
             },
+            signer,
         })
     }
 
@@ -189,10 +229,14 @@ impl HttpDestination {
                 };
             }
         };
-        let sent = self
+        let mut request = self
             .client
             .request(self.method.clone(), &self.url)
-            .headers(self.headers.clone())
+            .headers(self.headers.clone());
+        if let Some(signer) = &self.signer {
+            request = request.headers(signature_headers(signer, req.idempotency_key, &body));
+        }
+        let sent = request
             .header("Idempotency-Key", req.idempotency_key)
             .header("X-Oncebox-Tenant", req.tenant_id)
             .header("X-Oncebox-Action", req.action)

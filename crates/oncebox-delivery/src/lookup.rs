@@ -1,9 +1,11 @@
 //! Reconciliation lookups: find the effects of an intent at its destination by key.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::config::{self, HttpConfig, LookupSettings};
+use oncebox_inbox::webhook::Signer;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -16,6 +18,7 @@ pub struct HttpLookup {
     client: reqwest::Client,
     settings: LookupSettings,
     headers: HeaderMap,
+    signer: Option<Arc<Signer>>,
 }
 
 /// What a lookup found.
@@ -57,7 +60,11 @@ impl HttpLookup {
         name: &str,
         dest: &HttpConfig,
     ) -> Result<Option<HttpLookup>, BuildError> {
-        HttpLookup::configured(name, dest.lookup.as_ref(), &dest.headers)
+        let signer = crate::http::signer(name, dest)?;
+        Ok(
+            HttpLookup::configured(name, dest.lookup.as_ref(), &dest.headers)?
+                .map(|l| HttpLookup { signer, ..l }),
+        )
     }
 
     /// The lookup `settings` of destination `name` (of any kind), sending the lookup's own
@@ -88,6 +95,7 @@ impl HttpLookup {
             client: reqwest::Client::new(),
             settings: settings.clone(),
             headers,
+            signer: None,
         }
     }
 
@@ -112,7 +120,7 @@ impl HttpLookup {
     pub async fn lookup(&self, key: &str, external_reference: Option<&str>) -> LookupResult {
         let url = self.url(key, external_reference);
         let timeout = self.settings.timeout.get();
-        match tokio::time::timeout(timeout, self.get(&url)).await {
+        match tokio::time::timeout(timeout, self.get(&url, key)).await {
             Ok(r) => r,
             Err(_) => LookupResult::Failed {
                 transient: true,
@@ -121,11 +129,13 @@ impl HttpLookup {
         }
     }
 
-    async fn get(&self, url: &str) -> LookupResult {
-        let response = match self
-            .client
-            .get(url)
-            .headers(self.headers.clone())
+    async fn get(&self, url: &str, key: &str) -> LookupResult {
+        let mut request = self.client.get(url).headers(self.headers.clone());
+        if let Some(signer) = &self.signer {
+            // Lookups are signed too: the key, the time, an empty body.
+            request = request.headers(crate::http::signature_headers(signer, key, b""));
+        }
+        let response = match request
             .timeout(self.settings.timeout.get() + Duration::from_millis(100))
             .send()
             .await

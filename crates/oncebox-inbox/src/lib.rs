@@ -12,6 +12,11 @@
 //!
 //! Retention: `processed` rows must outlive any redelivery (minutes); [`Inbox::purge`] removes
 //! older ones — 7 days is a safe default.
+//!
+//! For HTTP receivers, [`webhook`] verifies the Standard Webhooks signatures oncebox's HTTP
+//! destinations send (and is what they sign with).
+
+pub mod webhook;
 
 use std::future::Future;
 use std::pin::Pin;

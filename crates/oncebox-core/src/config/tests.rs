@@ -81,6 +81,43 @@ fn header_secrets_come_from_the_environment_and_never_print() {
 }
 
 #[test]
+fn signing_secrets_come_from_the_environment_and_an_empty_list_is_refused() {
+    let with = |signing: &str| {
+        GOOD.replace(
+            "idempotency = \"key\"",
+            &format!("idempotency = \"key\"\nsigning = {signing}"),
+        )
+    };
+    let mut c = Config::from_toml(&with("{ secrets = [\"${NEW}\", \"${OLD}\"] }")).expect("valid");
+    let e = c
+        .resolve_env(|v| (v == "NEW").then(|| "whsec_x".to_owned()))
+        .expect_err("OLD unset");
+    assert_eq!(e.field, "destinations.billing.signing.secrets[1]");
+    let mut c = Config::from_toml(&with("{ secrets = [\"${NEW}\", \"${OLD}\"] }")).expect("valid");
+    c.resolve_env(|v| Some(format!("whsec_{v}"))).expect("set");
+    let secrets: Vec<String> = http(&c, "billing")
+        .signing
+        .expect("signing")
+        .secrets
+        .iter()
+        .map(|s| s.expose().to_owned())
+        .collect();
+    assert_eq!(secrets, ["whsec_NEW", "whsec_OLD"]);
+    assert!(
+        !format!("{c:?}").contains("whsec_NEW"),
+        "never in Debug output"
+    );
+    let empty = Config::from_toml(&with("{ secrets = [] }")).expect_err("empty");
+    assert_eq!(empty.field, "destinations.billing.signing.secrets");
+    let unknown = Config::from_toml(&with("{ secret = \"x\" }")).expect_err("unknown field");
+    assert!(
+        unknown.field.starts_with("destinations.billing"),
+        "{}",
+        unknown.field
+    );
+}
+
+#[test]
 fn destination_values_are_checked() {
     let with = |extra: &str| {
         GOOD.replace(
