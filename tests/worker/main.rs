@@ -6,6 +6,7 @@
 mod support;
 
 mod amqp;
+mod breaker;
 mod broker;
 mod crashes;
 mod dead_letters;

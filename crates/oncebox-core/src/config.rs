@@ -284,6 +284,24 @@ pub struct HttpConfig {
     pub lookup: Option<LookupSettings>,
     /// Standard Webhooks signatures on every request and lookup (none when absent).
     pub signing: Option<SigningSettings>,
+    /// A circuit breaker held for the whole pool (none when absent).
+    pub breaker: Option<BreakerSettings>,
+}
+
+/// A destination's circuit breaker (`[destinations.X.breaker]`), held in Postgres for the whole
+/// pool: after `failures` attempts in a row that failed at the transport or with a 5xx (or timed
+/// out), the destination opens — workers stop sending to it and its intents wait queued — and
+/// after `cool_down` one probe is let through; a success closes it. A `410 Gone` disables it
+/// until an operator enables it (`oncebox ops destinations enable NAME`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSettings {
+    /// Failures in a row that open the breaker (default 5).
+    #[serde(default = "defaults::breaker_failures")]
+    pub failures: NonZeroU32,
+    /// How long it stays open before one probe goes through (default "30s").
+    #[serde(default = "defaults::cool_down")]
+    pub cool_down: NonZeroDuration,
 }
 
 /// Standard Webhooks signing of an HTTP destination's requests (`[destinations.X.signing]`):
@@ -366,6 +384,14 @@ impl Destination {
         }
     }
 
+    /// The circuit breaker, if configured (HTTP destinations).
+    pub fn breaker(&self) -> Option<&BreakerSettings> {
+        match self {
+            Destination::Http(h) => h.breaker.as_ref(),
+            Destination::Amqp(_) | Destination::Mcp(_) => None,
+        }
+    }
+
     /// The reconciliation lookup, if any (AMQP destinations have none).
     pub fn lookup(&self) -> Option<&LookupSettings> {
         match self {
@@ -412,6 +438,12 @@ mod defaults {
     }
     pub(super) fn yes() -> bool {
         true
+    }
+    pub(super) fn breaker_failures() -> NonZeroU32 {
+        NonZeroU32::new(5).unwrap_or(NonZeroU32::MIN)
+    }
+    pub(super) fn cool_down() -> NonZeroDuration {
+        NonZeroDuration::from_secs(30)
     }
 }
 

@@ -60,6 +60,20 @@ statements! {
     READY_QUEUE = "ready_queue.sql";
     /// Gauges: intents waiting per status, and unpublished dead letters.
     WAITING_GAUGES = "waiting_gauges.sql";
+    /// Circuit breakers: every destination's state.
+    BREAKER_STATES = "breaker_states.sql";
+    /// Circuit breaker: one more failure.
+    BREAKER_FAILURE = "breaker_failure.sql";
+    /// Circuit breaker: an answer.
+    BREAKER_SUCCESS = "breaker_success.sql";
+    /// Circuit breaker: claim the probe.
+    BREAKER_PROBE = "breaker_probe.sql";
+    /// Circuit breaker: disable (410, operator).
+    BREAKER_DISABLE = "breaker_disable.sql";
+    /// Circuit breaker: enable (operator).
+    BREAKER_ENABLE = "breaker_enable.sql";
+    /// Defer leased rows without an attempt.
+    DEFER = "defer.sql";
     /// Workers seen: this one is alive.
     WORKER_SEEN = "worker_seen.sql";
     /// Workers seen, most recent first.

@@ -7,6 +7,7 @@
 //! statement take any executor (`&PgPool`, `&mut PgConnection`, a transaction), so callers need
 //! no connection juggling of their own.
 
+pub mod breaker;
 mod claim;
 pub mod console;
 mod error;
@@ -39,8 +40,8 @@ pub use migrate::{
 };
 pub use queue::{ReadyQueue, WaitingGauge, ping, ready_queue, waiting_gauges};
 pub use record::{
-    Completion, Next, Report, mark_dispatched, mark_reconciling, notify_done, notify_later, record,
-    release, renew,
+    Completion, Next, Report, defer, mark_dispatched, mark_reconciling, notify_done, notify_later,
+    record, release, renew,
 };
 pub use settled::{listen_for_settled, next_settlement};
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};

@@ -230,3 +230,26 @@ pub async fn release(
 ) -> Result<Vec<i64>, sqlx::Error> {
     fenced!(crate::sql::RELEASE, db, worker, leases, phase)
 }
+
+/// Defers leased rows for `delay` without an attempt (fenced): gives the lease back and makes
+/// the rows wait, for a destination whose breaker is open or that is disabled. Returns the
+/// intents deferred.
+///
+/// # Errors
+/// The database's error.
+pub async fn defer(
+    db: impl PgExecutor<'_>,
+    worker: &str,
+    phase: Phase,
+    leases: &[Lease],
+    delay: Duration,
+) -> Result<Vec<i64>, sqlx::Error> {
+    fenced!(
+        crate::sql::DEFER,
+        db,
+        worker,
+        leases,
+        phase,
+        delay.as_secs_f64()
+    )
+}

@@ -24,6 +24,8 @@ pub(crate) struct Context {
     pub(crate) metrics: Arc<Metrics>,
     /// Deliveries whose calls are under way.
     pub(crate) in_flight: InFlight,
+    /// The pool's circuit breakers, as last read.
+    pub(crate) breakers: crate::breaker::Breakers,
 }
 
 impl Context {

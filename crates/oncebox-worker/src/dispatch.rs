@@ -13,6 +13,7 @@ use oncebox_store::{ClaimedRow, Completion, Lease, Next, Phase, Report};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::breaker::Gate;
 use crate::completer::Outcomes;
 use crate::context::Context;
 use crate::decide::{Attempted, decide};
@@ -118,6 +119,10 @@ pub(crate) async fn start(
         match triage(&row, &ctx.routes) {
             Triage::Complete(c) => send(outcomes, *c).await,
             Triage::Send { mark } => {
+                if let Some(wait) = held_back(ctx, &row).await {
+                    defer(ctx, row.lease, wait).await;
+                    continue;
+                }
                 if mark {
                     to_mark.push(row.lease);
                 }
@@ -161,6 +166,28 @@ pub(crate) async fn start(
     }
 }
 
+/// How long `row` must wait when its destination's circuit breaker holds it back (open, or
+/// disabled); `None` to send it now.
+async fn held_back(ctx: &Context, row: &ClaimedRow) -> Option<Duration> {
+    let route = ctx.routes.get(&row.action)?;
+    let settings = route.breaker.as_ref()?;
+    let name = route.destination.name();
+    match ctx.breakers.gate(&ctx.pool, name, settings).await {
+        Gate::Send => None,
+        Gate::Defer(wait) => Some(wait),
+    }
+}
+
+/// Gives `lease` back without an attempt; the row waits `wait`. A failure is logged: the row
+/// then waits for its lease to expire.
+async fn defer(ctx: &Context, lease: Lease, wait: Duration) {
+    let deferred =
+        oncebox_store::defer(&ctx.pool, &ctx.settings.id, Phase::Deliver, &[lease], wait).await;
+    if let Err(e) = deferred {
+        tracing::warn!(error = %e, "deferring a held-back delivery failed; its lease will expire");
+    }
+}
+
 /// Marks `leases` dispatched (fenced); the intents marked. A failure is logged and marks
 /// nothing: those rows wait for their lease to expire.
 async fn mark(ctx: &Context, leases: &[Lease]) -> HashSet<i64> {
@@ -191,6 +218,12 @@ async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
     let started = Instant::now();
     let outcome = route.destination.deliver(&req, ctx.settings.lease()).await;
     let elapsed = started.elapsed();
+    if let Some(settings) = &route.breaker {
+        let name = route.destination.name();
+        ctx.breakers
+            .report(&ctx.pool, name, settings, &outcome)
+            .await;
+    }
     crate::crash::point("after_call").await;
     ctx.metrics.delivered(
         route.destination.name(),

@@ -1,6 +1,7 @@
 //! The gauges service: every few seconds it reads into the metrics the ready queue's depth and
 //! the age of its oldest row (a bounded count over the ready index), the intents waiting for
-//! reconciliation or a person per status, and the dead letters not yet published; and records
+//! reconciliation or a person per status, the dead letters not yet published and the circuit
+//! breakers; and records
 //! this worker as seen (`oncebox.workers`, the console's list of workers).
 
 use std::sync::Arc;
@@ -34,6 +35,10 @@ impl Service for Gauges {
             let (id, delivers) = (&ctx.settings.id, ctx.settings.deliver);
             if let Err(e) = oncebox_store::console::worker_seen(&ctx.pool, id, delivers).await {
                 tracing::warn!(error = %e, "recording this worker as seen failed");
+            }
+            match oncebox_store::breaker::states(&ctx.pool).await {
+                Ok(states) => ctx.metrics.breakers(&states),
+                Err(e) => tracing::warn!(error = %e, "reading the circuit breakers failed"),
             }
             match oncebox_store::waiting_gauges(&ctx.pool).await {
                 Ok(gauges) => ctx.metrics.waiting(&gauges),

@@ -8,6 +8,7 @@
 //! letters; gauges read the ready queue. No database transaction is open while a destination is
 //! called. Run as many worker processes as you like: SKIP LOCKED shares the work.
 
+mod breaker;
 mod claimer;
 mod completer;
 mod context;

@@ -88,6 +88,18 @@ pub const OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS: Def = Def {
     help: "Seconds since the intent of the oldest unpublished dead letter entered its status.",
 };
 
+/// Each circuit breaker's state: 1 for the current one.
+pub const DESTINATION_STATE: Def = Def {
+    name: "oncebox_destination_state",
+    kind: Kind::Gauge,
+    labels: &["destination", "state"],
+    help: "Circuit breaker state of each destination that has one: 1 for its current state \
+           (closed, open, half_open, disabled).",
+};
+
+/// The states [`DESTINATION_STATE`] reports.
+pub const BREAKER_STATES: [&str; 4] = ["closed", "open", "half_open", "disabled"];
+
 /// The statuses [`INTENTS_WAITING`] reports, each always present (0 when none wait).
 pub const WAITING_STATUSES: [&str; 3] = ["unknown", "reconciling", "needs_review"];
 
@@ -104,6 +116,7 @@ pub const DEFINITIONS: &[Def] = &[
     OLDEST_WAITING_AGE_SECONDS,
     DEAD_LETTERS_UNPUBLISHED,
     OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS,
+    DESTINATION_STATE,
 ];
 
 /// The delivery loop's name in heartbeats and `/healthz`.
@@ -173,6 +186,8 @@ pub struct Metrics {
     heartbeats: Mutex<BTreeMap<&'static str, u64>>,
     /// Per [`WAITING_STATUSES`] and `dead_letter`: how many and the oldest's age in seconds.
     waiting: Mutex<BTreeMap<String, (i64, f64)>>,
+    /// Destination → its circuit breaker's state.
+    breakers: Mutex<BTreeMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -214,6 +229,15 @@ impl Metrics {
         waiting.clear();
         for g in gauges {
             waiting.insert(g.gauge.clone(), (g.n, g.oldest_seconds.max(0.0)));
+        }
+    }
+
+    /// Sets the circuit breaker gauges from a reading of the pool's breakers.
+    pub fn breakers(&self, states: &[oncebox_store::breaker::DestinationState]) {
+        let mut breakers = lock(&self.breakers);
+        breakers.clear();
+        for s in states {
+            breakers.insert(s.destination.clone(), s.state.clone());
         }
     }
 
@@ -313,6 +337,17 @@ impl Metrics {
             OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.header(&mut out);
             let name = OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.name;
             let _ = writeln!(out, "{name} {age}");
+        }
+        DESTINATION_STATE.header(&mut out);
+        for (dest, current) in lock(&self.breakers).iter() {
+            for state in BREAKER_STATES {
+                let on = u8::from(state == current);
+                let name = DESTINATION_STATE.name;
+                let _ = writeln!(
+                    out,
+                    "{name}{{destination=\"{dest}\",state=\"{state}\"}} {on}"
+                );
+            }
         }
         LOOP_HEARTBEAT.header(&mut out);
         for (name, ms) in lock(&self.heartbeats).iter() {

@@ -69,6 +69,8 @@ pub struct Route {
     pub lookup: Option<HttpLookup>,
     /// How long after dispatch a lookup that finds nothing may lag behind.
     pub consistency_window: std::time::Duration,
+    /// Its circuit breaker, if configured.
+    pub breaker: Option<oncebox_core::config::BreakerSettings>,
 }
 
 /// Action name → route, built once at start-up.
@@ -117,6 +119,7 @@ impl Routes {
                         }
                     },
                     consistency_window: dest.consistency_window(),
+                    breaker: dest.breaker().cloned(),
                 }),
             );
         }

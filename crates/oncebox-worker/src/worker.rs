@@ -67,6 +67,7 @@ pub async fn run(
         settings,
         metrics,
         in_flight: InFlight::default(),
+        breakers: crate::breaker::Breakers::default(),
     });
     let (completer, outcomes) = Completer::new(capacity);
     let mut supervisor = Supervisor::new(ctx, cancel);

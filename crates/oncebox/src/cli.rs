@@ -61,8 +61,7 @@ pub(crate) enum Command {
     /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
     #[command(after_help = EXIT_CODES)]
     Serve(ServeArgs),
-    /// Intents and API tokens: list, show, retry, resolve, cancel, audit, purge, stats, restored,
-    /// token.
+    /// Ops: list, show, retry, resolve, cancel, audit, purge, stats, restored, token, destinations.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
@@ -202,6 +201,51 @@ pub(crate) enum OpsCommand {
     /// API tokens.
     #[command(subcommand, after_help = EXIT_CODES)]
     Token(TokenCommand),
+    /// Circuit breakers of the destinations that have one (`[destinations.X.breaker]`): list
+    /// their states, enable a destination that a 410 or an operator disabled, or disable one.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Destinations(DestinationsCommand),
+}
+
+/// `oncebox ops destinations`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DestinationsCommand {
+    /// Each destination's breaker: state (closed, open, half_open, disabled), failures in a
+    /// row, when the next probe may go, why it is disabled.
+    #[command(after_help = EXIT_CODES)]
+    List(DestinationsListArgs),
+    /// Enable a destination: closed, no failures; its waiting intents are delivered again.
+    #[command(after_help = EXIT_CODES)]
+    Enable(DestinationArgs),
+    /// Disable a destination until it is enabled: its intents wait queued (their deadlines
+    /// still run).
+    #[command(after_help = EXIT_CODES)]
+    Disable(DestinationDisableArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DestinationsListArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DestinationArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The destination's name, as in the configuration.
+    pub(crate) name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DestinationDisableArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// The destination's name, as in the configuration.
+    pub(crate) name: String,
+    /// Why (shown by `ops destinations list`).
+    #[arg(long)]
+    pub(crate) reason: String,
 }
 
 /// Token commands.

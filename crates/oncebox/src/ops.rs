@@ -12,8 +12,8 @@ use oncebox_store::{Intent, ops::AttemptRow};
 use serde_json::json;
 
 use crate::cli::{
-    OpsAuditArgs, OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget,
-    TokenCommand, TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
+    DestinationsCommand, OpsAuditArgs, OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs,
+    OpsStatsArgs, OpsTarget, TokenCommand, TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
 };
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
@@ -82,7 +82,59 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
         OpsCommand::Token(TokenCommand::Revoke(a)) => token_revoke(a, json_out).await,
         OpsCommand::Token(TokenCommand::List(a)) => token_list(a, json_out).await,
         OpsCommand::Stats(a) => stats(a, json_out).await,
+        OpsCommand::Destinations(c) => destinations(c, json_out).await,
     }
+}
+
+async fn destinations(c: DestinationsCommand, json_out: bool) -> CliResult {
+    use oncebox_store::breaker;
+    let (db, change) = match &c {
+        DestinationsCommand::List(a) => (&a.db, None),
+        DestinationsCommand::Enable(a) => (&a.db, Some((a.name.as_str(), None))),
+        DestinationsCommand::Disable(a) => {
+            (&a.db, Some((a.name.as_str(), Some(a.reason.as_str()))))
+        }
+    };
+    let pool = connect(db, 1).await?;
+    if let Some((name, reason)) = change {
+        if name.is_empty() {
+            return Err(CliError::usage("name", "name the destination"));
+        }
+        match reason {
+            None => breaker::enable(&pool, name).await?,
+            Some(r) if r.trim().is_empty() => {
+                return Err(CliError::usage(
+                    "reason",
+                    "say why the destination is disabled",
+                ));
+            }
+            Some(r) => breaker::disable(&pool, name, &format!("operator: {r}")).await?,
+        }
+    }
+    let states = breaker::states(&pool).await?;
+    if json_out {
+        println!("{}", json!(states));
+        return Ok(());
+    }
+    println!(
+        "{:<20}  {:<9}  {:>8}  {:<10}  reason",
+        "destination", "state", "failures", "probe in"
+    );
+    for s in &states {
+        let probe = s
+            .probe_in_seconds
+            .map_or("-".to_owned(), |p| format!("{:.0} s", p.max(0.0)));
+        println!(
+            "{:<20}  {:<9}  {:>8}  {:<10}  {}",
+            s.destination,
+            s.state,
+            s.failures,
+            probe,
+            s.reason.as_deref().unwrap_or("-")
+        );
+    }
+    println!("{} destination(s) with a breaker state", states.len());
+    Ok(())
 }
 
 async fn list(a: OpsListArgs, json_out: bool) -> CliResult {
