@@ -13,3 +13,14 @@ CREATE TABLE oncebox.destination_state (
     reason      text,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- Request rates, one row per destination that has one (`[destinations.X.rate_limit]`), shared
+-- by the whole pool: a token bucket (`tokens` as of `refilled_at`, refilled at the configured
+-- rate up to the burst) that workers take from before sending, and `slowed_until`, set by a 429
+-- or 503 with Retry-After: no worker sends before it.
+CREATE TABLE oncebox.destination_rate (
+    destination  text        PRIMARY KEY,
+    tokens       float8      NOT NULL,
+    refilled_at  timestamptz NOT NULL DEFAULT now(),
+    slowed_until timestamptz
+);

@@ -14,6 +14,7 @@ mod delivery;
 mod env;
 mod ops;
 mod probes;
+mod rate;
 mod reconciliation;
 mod scaling;
 mod secrets;

@@ -286,6 +286,29 @@ pub struct HttpConfig {
     pub signing: Option<SigningSettings>,
     /// A circuit breaker held for the whole pool (none when absent).
     pub breaker: Option<BreakerSettings>,
+    /// A request rate held for the whole pool (none when absent).
+    pub rate_limit: Option<RateLimitSettings>,
+}
+
+/// A destination's request rate for the whole pool (`[destinations.X.rate_limit]`), a token
+/// bucket in Postgres: at most `per_second` requests a second on average, `burst` at once after
+/// a quiet spell. Deliveries over the limit wait without spending an attempt. A 429 or 503 with
+/// `Retry-After` pauses the destination for every worker until then.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSettings {
+    /// Requests per second, on average (more than zero).
+    pub per_second: f64,
+    /// Requests at once after a quiet spell (default: a tenth of a second's worth, at least 1).
+    pub burst: Option<NonZeroU32>,
+}
+
+impl RateLimitSettings {
+    /// The bucket's size.
+    pub fn burst(&self) -> f64 {
+        self.burst
+            .map_or((self.per_second / 10.0).max(1.0), |b| f64::from(b.get()))
+    }
 }
 
 /// A destination's circuit breaker (`[destinations.X.breaker]`), held in Postgres for the whole
@@ -388,6 +411,14 @@ impl Destination {
     pub fn breaker(&self) -> Option<&BreakerSettings> {
         match self {
             Destination::Http(h) => h.breaker.as_ref(),
+            Destination::Amqp(_) | Destination::Mcp(_) => None,
+        }
+    }
+
+    /// The pool-wide request rate, if configured (HTTP destinations).
+    pub fn rate_limit(&self) -> Option<&RateLimitSettings> {
+        match self {
+            Destination::Http(h) => h.rate_limit.as_ref(),
             Destination::Amqp(_) | Destination::Mcp(_) => None,
         }
     }
@@ -497,15 +528,24 @@ impl Config {
                 return Err(ConfigError::new(field("retry"), e.to_string()));
             }
             let checked = match dest {
-                Destination::Http(h) => {
-                    check_lookup(h.lookup.as_ref(), h.idempotency).and(match &h.signing {
+                Destination::Http(h) => check_lookup(h.lookup.as_ref(), h.idempotency)
+                    .and(match &h.signing {
                         Some(s) if s.secrets.is_empty() => Err((
                             "signing.secrets".to_owned(),
                             "name at least one secret (whsec_… or whsk_…)".to_owned(),
                         )),
                         _ => Ok(()),
                     })
-                }
+                    .and(match &h.rate_limit {
+                        Some(r) if !(r.per_second.is_finite() && r.per_second > 0.0) => Err((
+                            "rate_limit.per_second".to_owned(),
+                            format!(
+                                "must be a number of requests above zero, not {}",
+                                r.per_second
+                            ),
+                        )),
+                        _ => Ok(()),
+                    }),
                 Destination::Mcp(m) => self.check_mcp(m),
                 Destination::Amqp(_) => Ok(()),
             };

@@ -72,6 +72,10 @@ statements! {
     BREAKER_DISABLE = "breaker_disable.sql";
     /// Circuit breaker: enable (operator).
     BREAKER_ENABLE = "breaker_enable.sql";
+    /// Rate limit: take tokens.
+    RATE_TAKE = "rate_take.sql";
+    /// Rate limit: pause after a Retry-After.
+    RATE_SLOW = "rate_slow.sql";
     /// Defer leased rows without an attempt.
     DEFER = "defer.sql";
     /// Workers seen: this one is alive.

@@ -1,6 +1,7 @@
 //! Circuit breakers held in Postgres for the whole pool (`oncebox.destination_state`): a run
 //! of failures opens a destination, one probe after its cool-down closes it again, a 410 or an
-//! operator disables it until an operator enables it.
+//! operator disables it until an operator enables it. And request rates: a token bucket per
+//! destination for the whole pool, paused by a Retry-After.
 
 use std::time::Duration;
 
@@ -110,6 +111,53 @@ pub async fn disable(
 pub async fn enable(db: impl PgExecutor<'_>, destination: &str) -> Result<(), sqlx::Error> {
     sqlx::query(sql::BREAKER_ENABLE)
         .bind(destination)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Takes up to `n` tokens of `destination`'s pool-wide bucket (refilled at `per_second` up to
+/// `burst`): how many were taken, and how long until more may go (the rest wait that long).
+///
+/// # Errors
+/// The database's error.
+pub async fn take_tokens(
+    db: &sqlx::PgPool,
+    destination: &str,
+    n: usize,
+    per_second: f64,
+    burst: f64,
+) -> Result<(usize, Duration), sqlx::Error> {
+    // The first take of a destination creates its bucket, which the same statement cannot see
+    // yet: the second take finds it.
+    for _ in 0..2 {
+        let row: Option<(i32, f64)> = sqlx::query_as(sql::RATE_TAKE)
+            .bind(destination)
+            .bind(i32::try_from(n).unwrap_or(i32::MAX))
+            .bind(per_second)
+            .bind(burst)
+            .fetch_optional(db)
+            .await?;
+        if let Some((taken, wait)) = row {
+            let wait = Duration::from_secs_f64(wait.clamp(0.0, 3600.0));
+            return Ok((usize::try_from(taken).unwrap_or(0), wait));
+        }
+    }
+    Ok((0, Duration::from_millis(100)))
+}
+
+/// Pauses `destination` for every worker for `delay` (a 429 or 503 with Retry-After).
+///
+/// # Errors
+/// The database's error.
+pub async fn slow_down(
+    db: impl PgExecutor<'_>,
+    destination: &str,
+    delay: Duration,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::RATE_SLOW)
+        .bind(destination)
+        .bind(delay.as_secs_f64())
         .execute(db)
         .await?;
     Ok(())

@@ -231,9 +231,9 @@ pub async fn release(
     fenced!(crate::sql::RELEASE, db, worker, leases, phase)
 }
 
-/// Defers leased rows for `delay` without an attempt (fenced): gives the lease back and makes
-/// the rows wait, for a destination whose breaker is open or that is disabled. Returns the
-/// intents deferred.
+/// Defers leased rows without an attempt (fenced), each for its own delay (`delays[i]` for
+/// `leases[i]`): gives the lease back and makes the row wait, for a destination whose breaker
+/// is open, that is disabled, or that is over its rate. Returns the intents deferred.
 ///
 /// # Errors
 /// The database's error.
@@ -242,14 +242,8 @@ pub async fn defer(
     worker: &str,
     phase: Phase,
     leases: &[Lease],
-    delay: Duration,
+    delays: &[Duration],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    fenced!(
-        crate::sql::DEFER,
-        db,
-        worker,
-        leases,
-        phase,
-        delay.as_secs_f64()
-    )
+    let delays: Vec<f64> = delays.iter().map(Duration::as_secs_f64).collect();
+    fenced!(crate::sql::DEFER, db, worker, leases, phase, delays)
 }

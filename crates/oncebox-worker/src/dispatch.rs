@@ -2,12 +2,13 @@
 //! for destinations that do not honour keys are marked dispatched first (only marked rows are
 //! sent), and the rest are delivered with bounded concurrency, never inside a transaction.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use oncebox_core::config::IdempotencyMode;
-use oncebox_core::{AttemptError, AttemptKind, Status};
+use oncebox_core::config::{IdempotencyMode, RateLimitSettings};
+use oncebox_core::retry::RetryAfter;
+use oncebox_core::{AttemptError, AttemptKind, DeliveryOutcome, Status};
 use oncebox_delivery::DeliveryRequest;
 use oncebox_store::{ClaimedRow, Completion, Lease, Next, Phase, Report};
 use tokio::sync::Semaphore;
@@ -130,6 +131,8 @@ pub(crate) async fn start(
             }
         }
     }
+    let mut to_send = within_rates(ctx, to_send).await;
+    to_mark.retain(|l| to_send.iter().any(|r| r.lease == *l));
     if !to_mark.is_empty() {
         let marked = mark(ctx, &to_mark).await;
         let before = to_send.len();
@@ -181,11 +184,57 @@ async fn held_back(ctx: &Context, row: &ClaimedRow) -> Option<Duration> {
 /// Gives `lease` back without an attempt; the row waits `wait`. A failure is logged: the row
 /// then waits for its lease to expire.
 async fn defer(ctx: &Context, lease: Lease, wait: Duration) {
+    defer_all(ctx, &[lease], &[wait]).await;
+}
+
+/// Gives `leases` back without an attempt, each waiting its own delay.
+async fn defer_all(ctx: &Context, leases: &[Lease], waits: &[Duration]) {
+    if leases.is_empty() {
+        return;
+    }
     let deferred =
-        oncebox_store::defer(&ctx.pool, &ctx.settings.id, Phase::Deliver, &[lease], wait).await;
+        oncebox_store::defer(&ctx.pool, &ctx.settings.id, Phase::Deliver, leases, waits).await;
     if let Err(e) = deferred {
         tracing::warn!(error = %e, "deferring a held-back delivery failed; its lease will expire");
     }
+}
+
+/// The rows their destinations' pool-wide rates let go now; the others are deferred without an
+/// attempt, the i-th of a destination's excess for i more tokens' time after the next one.
+async fn within_rates(ctx: &Context, rows: Vec<ClaimedRow>) -> Vec<ClaimedRow> {
+    let mut out = Vec::with_capacity(rows.len());
+    let mut limited: HashMap<String, (RateLimitSettings, Vec<ClaimedRow>)> = HashMap::new();
+    for row in rows {
+        let limit = ctx.routes.get(&row.action).and_then(|r| {
+            r.rate_limit
+                .clone()
+                .map(|l| (r.destination.name().to_owned(), l))
+        });
+        match limit {
+            Some((name, l)) => limited.entry(name).or_insert((l, Vec::new())).1.push(row),
+            None => out.push(row),
+        }
+    }
+    for (name, (limit, rows)) in limited {
+        let (rate, burst) = (limit.per_second, limit.burst());
+        let taken = oncebox_store::breaker::take_tokens(&ctx.pool, &name, rows.len(), rate, burst);
+        let (n, wait) = match taken.await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, destination = %name, "taking rate tokens failed");
+                (0, Duration::from_secs(1))
+            }
+        };
+        let mut rows = rows.into_iter();
+        out.extend(rows.by_ref().take(n));
+        let rest: Vec<ClaimedRow> = rows.collect();
+        let leases: Vec<Lease> = rest.iter().map(|r| r.lease).collect();
+        let waits: Vec<Duration> = (0..rest.len())
+            .map(|i| wait + Duration::from_secs_f64(i as f64 / rate))
+            .collect();
+        defer_all(ctx, &leases, &waits).await;
+    }
+    out
 }
 
 /// Marks `leases` dispatched (fenced); the intents marked. A failure is logged and marks
@@ -224,6 +273,9 @@ async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
             .report(&ctx.pool, name, settings, &outcome)
             .await;
     }
+    if route.rate_limit.is_some() {
+        slow_down_on_retry_after(ctx, route.destination.name(), &outcome).await;
+    }
     crate::crash::point("after_call").await;
     ctx.metrics.delivered(
         route.destination.name(),
@@ -245,6 +297,30 @@ async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
         SystemTime::now(),
         &mut || fastrand::f64(),
     )
+}
+
+/// A 429 or 503 with Retry-After from a rate-limited destination pauses it for the whole pool.
+async fn slow_down_on_retry_after(ctx: &Context, name: &str, outcome: &DeliveryOutcome) {
+    let DeliveryOutcome::RetryBeforeExecution {
+        error,
+        retry_after: Some(after),
+    } = outcome
+    else {
+        return;
+    };
+    if !matches!(error.status_code, Some(429 | 503)) {
+        return;
+    }
+    let delay = match after {
+        RetryAfter::Delay(d) => *d,
+        RetryAfter::At(t) => t
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    };
+    let delay = delay.min(Duration::from_secs(3600));
+    if let Err(e) = oncebox_store::breaker::slow_down(&ctx.pool, name, delay).await {
+        tracing::warn!(error = %e, destination = name, "pausing a rate-limited destination failed");
+    }
 }
 
 /// Hands a completion to the completer; logs when it is gone (the worker is stopping and the

@@ -71,6 +71,8 @@ pub struct Route {
     pub consistency_window: std::time::Duration,
     /// Its circuit breaker, if configured.
     pub breaker: Option<oncebox_core::config::BreakerSettings>,
+    /// Its pool-wide request rate, if configured.
+    pub rate_limit: Option<oncebox_core::config::RateLimitSettings>,
 }
 
 /// Action name → route, built once at start-up.
@@ -120,6 +122,7 @@ impl Routes {
                     },
                     consistency_window: dest.consistency_window(),
                     breaker: dest.breaker().cloned(),
+                    rate_limit: dest.rate_limit().cloned(),
                 }),
             );
         }

@@ -118,6 +118,38 @@ fn signing_secrets_come_from_the_environment_and_an_empty_list_is_refused() {
 }
 
 #[test]
+fn rate_limits_and_breakers_are_checked_naming_the_field() {
+    let with = |extra: &str| {
+        GOOD.replace(
+            "idempotency = \"key\"",
+            &format!("idempotency = \"key\"\n{extra}"),
+        )
+    };
+    let c = Config::from_toml(&with("rate_limit = { per_second = 50 }")).expect("valid");
+    let r = http(&c, "billing").rate_limit.expect("rate");
+    assert!(
+        (r.burst() - 5.0).abs() < f64::EPSILON,
+        "a tenth of a second's worth"
+    );
+    for bad in ["0", "-1", "nan"] {
+        let e = Config::from_toml(&with(&format!("rate_limit = {{ per_second = {bad} }}")))
+            .expect_err(bad);
+        assert_eq!(
+            e.field, "destinations.billing.rate_limit.per_second",
+            "{bad}"
+        );
+    }
+    let c = Config::from_toml(&with("breaker = {}")).expect("defaults");
+    let b = http(&c, "billing").breaker.expect("breaker");
+    assert_eq!(
+        (b.failures.get(), b.cool_down.get()),
+        (5, Duration::from_secs(30))
+    );
+    let e = Config::from_toml(&with("breaker = { failures = 0 }")).expect_err("zero");
+    assert!(e.field.starts_with("destinations.billing"), "{}", e.field);
+}
+
+#[test]
 fn destination_values_are_checked() {
     let with = |extra: &str| {
         GOOD.replace(
