@@ -115,7 +115,8 @@ pub(crate) async fn start(
     calls: &mut JoinSet<()>,
 ) {
     let mut to_send = Vec::with_capacity(rows.len());
-    let mut to_mark = Vec::new();
+    // Intents to mark dispatched before their call (destinations that do not honour keys).
+    let mut marks = HashSet::new();
     for row in rows {
         match triage(&row, &ctx.routes) {
             Triage::Complete(c) => send(outcomes, *c).await,
@@ -125,18 +126,23 @@ pub(crate) async fn start(
                     continue;
                 }
                 if mark {
-                    to_mark.push(row.lease);
+                    marks.insert(row.intent_id());
                 }
                 to_send.push(row);
             }
         }
     }
     let mut to_send = within_rates(ctx, to_send).await;
-    to_mark.retain(|l| to_send.iter().any(|r| r.lease == *l));
+    // Only the rows still to be sent (not deferred for their rate) are marked.
+    let to_mark: Vec<Lease> = to_send
+        .iter()
+        .filter(|r| marks.contains(&r.intent_id()))
+        .map(|r| r.lease)
+        .collect();
     if !to_mark.is_empty() {
         let marked = mark(ctx, &to_mark).await;
         let before = to_send.len();
-        to_send.retain(|r| !to_mark.contains(&r.lease) || marked.contains(&r.intent_id()));
+        to_send.retain(|r| !marks.contains(&r.intent_id()) || marked.contains(&r.intent_id()));
         ctx.metrics.leases_lost(before - to_send.len());
     }
     for row in to_send {
