@@ -440,6 +440,45 @@ async fn an_actions_schema_refuses_arguments_naming_the_field() {
     api.stop().await;
 }
 
+/// `ordering_key` over the API: the intent joins its lane (the second waits parked behind the
+/// first), the key comes back in the intent, and a bad one is a 400 naming the field.
+#[tokio::test]
+async fn an_ordering_key_joins_a_lane_and_a_bad_one_names_the_field() {
+    use oncebox_client::{Client, Submit};
+    let api = Api::start("ordering").await;
+    let t = api.token("tenant-a");
+    let client = Client::new(&api.base, &t).expect("client");
+    for key in ["o-1", "o-2"] {
+        let request = Submit::new("create_invoice", json!({"order_id": key, "amount": "1.00"}))
+            .ordering_key("account-7");
+        let submitted = client.submit(key, &request).await.expect("submit");
+        assert!(submitted.created);
+        assert_eq!(submitted.intent.ordering_key.as_deref(), Some("account-7"));
+    }
+    let (status, got, _) = api.get(&t, "/v1/intents/o-2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["ordering_key"], "account-7");
+    let db = sqlx::PgPool::connect(&api.db_url).await.expect("db");
+    let parked: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT i.idempotency_key, o.available_at = 'infinity' FROM oncebox.outbox o \
+         JOIN oncebox.intents i ON i.id = o.intent_id ORDER BY i.id",
+    )
+    .fetch_all(&db)
+    .await
+    .expect("outbox");
+    assert_eq!(parked, vec![("o-1".into(), false), ("o-2".into(), true)]);
+    db.close().await;
+    for bad in [r#"5"#, r#""""#, r#""a\nb""#] {
+        let body =
+            format!(r#"{{"action": "create_invoice", "arguments": {{}}, "ordering_key": {bad}}}"#);
+        let got = api
+            .post(Some(&t), Some("o-bad"), "application/json", body)
+            .await;
+        problem(&got, 400, "ordering_key");
+    }
+    api.stop().await;
+}
+
 /// What schemathesis found as 500s, pinned down as deterministic cases: each is a 400 naming
 /// its field now. And `/readyz` says 503 until the schema is current.
 #[tokio::test]

@@ -79,6 +79,7 @@ class Intake:
         business_ref: str | None = None,
         run_id: str | None = None,
         step: str | None = None,
+        ordering_key: str | None = None,
     ) -> Prepared:
         """Checks every field and returns what the intent is recorded as.
 
@@ -86,9 +87,14 @@ class Intake:
         """
         text = arguments_json(arguments)
         payload, redacted, request_hash = self._rules.prepare(
-            tenant, key, action, text, business_ref, run_id, step
+            tenant, key, action, text, business_ref, run_id, step, ordering_key
         )
         return Prepared(text, payload, redacted, request_hash)
+
+    def lane(self, action: str) -> tuple[str, bool]:
+        """The lane ``action``'s intents with an ordering key queue in: the destination's name,
+        and whether its lanes go on past a failed head (``on_failure = "skip"``)."""
+        return self._rules.lane(action)
 
     def recorded(self, action: str, arguments: Mapping[str, Any]) -> Prepared:
         """What ``action`` with ``arguments`` is recorded as (``oncebox hash --config``)."""

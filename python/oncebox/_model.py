@@ -59,6 +59,7 @@ class Intent:
     id: int | None = None
     tenant_id: str | None = None
     payload: dict[str, Any] | None = None
+    ordering_key: str | None = None
 
     @property
     def is_settled(self) -> bool:
@@ -87,6 +88,7 @@ class Intent:
             id=row["id"],
             tenant_id=row["tenant_id"],
             payload=row["payload"],
+            ordering_key=row.get("ordering_key"),
         )
 
     @classmethod
@@ -114,6 +116,7 @@ class Intent:
             created_at=created,
             updated_at=when("updated_at") or created,
             completed_at=when("completed_at"),
+            ordering_key=body.get("ordering_key"),
         )
 
 

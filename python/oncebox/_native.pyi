@@ -2,6 +2,8 @@
 
 SUBMIT: str
 SUBMIT_PYFORMAT: str
+SUBMIT_ORDERED: str
+SUBMIT_ORDERED_PYFORMAT: str
 INTENT_BY_KEY: str
 INTENT_BY_KEY_PYFORMAT: str
 OUTBOX_CHANNEL: str
@@ -35,7 +37,9 @@ class Rules:
         business_ref: str | None,
         run_id: str | None,
         step: str | None,
+        ordering_key: str | None = None,
     ) -> tuple[str, bool, str]: ...
+    def lane(self, action: str) -> tuple[str, bool]: ...
     def recorded(self, action: str, arguments: str) -> tuple[str, bool, str]: ...
     def is_replay(
         self,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 #: The statements, as the Rust store runs them and as psycopg takes them.
 SUBMIT: str = _native.SUBMIT
 SUBMIT_PYFORMAT: str = _native.SUBMIT_PYFORMAT
+SUBMIT_ORDERED_PYFORMAT: str = _native.SUBMIT_ORDERED_PYFORMAT
 INTENT_BY_KEY_PYFORMAT: str = _native.INTENT_BY_KEY_PYFORMAT
 
 
@@ -48,6 +49,7 @@ def submit(
     deadline: datetime | None = ...,
     config: Intake | Config,
     notify: bool = ...,
+    ordering_key: str | None = ...,
 ) -> Submitted: ...
 
 
@@ -65,6 +67,7 @@ def submit(
     deadline: datetime | None = ...,
     config: Intake | Config,
     notify: bool = ...,
+    ordering_key: str | None = ...,
 ) -> Awaitable[Submitted]: ...
 
 
@@ -81,6 +84,7 @@ def submit(
     deadline: datetime | None = None,
     config: Intake | Config,
     notify: bool = True,
+    ordering_key: str | None = None,
 ) -> Submitted | Awaitable[Submitted]:
     """Records an intent in the journal and the outbox inside the caller's open transaction.
 
@@ -96,6 +100,8 @@ def submit(
     On an autocommit psycopg connection outside ``conn.transaction()`` the intent commits by
     itself, statement by statement (as the Rust ``Intake::submit_alone``).
     ``notify`` wakes an idle worker at commit (as the Rust intake does by default).
+    With ``ordering_key``, intents of the tenant to the same destination with the same key are
+    delivered one at a time, in submit order (the submit holds the lane's lock until commit).
     """
     intake = config if isinstance(config, Intake) else Intake(config)
     prepared = intake.prepare(
@@ -106,16 +112,18 @@ def submit(
         business_ref=business_ref,
         run_id=run_id,
         step=step,
+        ordering_key=ordering_key,
     )
     if deadline is not None and deadline.utcoffset() is None:
         raise InvalidIntent("deadline", "must be timezone-aware (datetime.now(timezone.utc))")
     call = _Call(intake, tenant, key, action, prepared, business_ref, run_id, step, deadline)
+    call.ordering_key = ordering_key
     params = call.params(notify)
     if _is_async(conn):
         return _submit_async(conn, call, params)
     driver = _sync_driver(conn)
     with driver.cursor() as cur:
-        cur.execute(SUBMIT_PYFORMAT, params)
+        cur.execute(call.statement(), params)
         inserted = cur.fetchone()
     if inserted is not None:
         return call.created(inserted[0], inserted[1])
@@ -128,7 +136,7 @@ def submit(
 async def _submit_async(conn: Any, call: _Call, params: dict[str, Any]) -> Submitted:
     driver = await _async_driver(conn)
     async with driver.cursor() as cur:
-        await cur.execute(SUBMIT_PYFORMAT, params)
+        await cur.execute(call.statement(), params)
         inserted = await cur.fetchone()
     if inserted is not None:
         return call.created(inserted[0], inserted[1])
@@ -162,6 +170,11 @@ class _Call:
         self.run_id = run_id
         self.step = step
         self.deadline = deadline
+        self.ordering_key: str | None = None
+
+    def statement(self) -> str:
+        """The submit statement: the ordered one when the intent joins a lane."""
+        return SUBMIT_PYFORMAT if self.ordering_key is None else SUBMIT_ORDERED_PYFORMAT
 
     def params(self, notify: bool) -> dict[str, Any]:
         """The twelve parameters of the submit statement, in the Rust store's order.
@@ -170,6 +183,8 @@ class _Call:
         it as the ``jsonb`` its column or cast asks for.
         """
         p = self.prepared
+        if self.ordering_key is not None:
+            return self.ordered_params(notify)
         return {
             "p1": self.tenant,
             "p2": self.key,
@@ -183,6 +198,28 @@ class _Call:
             "p10": p.arguments_json if p.redacted else None,
             "p11": notify,
             "p12": _native.OUTBOX_CHANNEL,
+        }
+
+    def ordered_params(self, notify: bool) -> dict[str, Any]:
+        """The fifteen parameters of the ordered submit, numbered as they first appear in it."""
+        p = self.prepared
+        destination, skip_failed = self.intake.lane(self.action)
+        return {
+            "p1": self.tenant,
+            "p2": self.ordering_key,
+            "p3": destination,
+            "p4": skip_failed,
+            "p5": self.key,
+            "p6": self.action,
+            "p7": p.request_hash,
+            "p8": p.payload_json,
+            "p9": self.business_ref,
+            "p10": self.run_id,
+            "p11": self.step,
+            "p12": self.deadline,
+            "p13": p.arguments_json if p.redacted else None,
+            "p14": notify,
+            "p15": _native.OUTBOX_CHANNEL,
         }
 
     def created(self, intent_id: int, created_at: datetime) -> Submitted:
@@ -207,6 +244,7 @@ class _Call:
             id=intent_id,
             tenant_id=self.tenant,
             payload=json.loads(self.prepared.payload_json),
+            ordering_key=self.ordering_key,
         )
         return Submitted(intent, created=True)
 

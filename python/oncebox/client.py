@@ -79,10 +79,16 @@ class _Shared:
         run_id: str | None,
         step: str | None,
         deadline: datetime | None,
+        ordering_key: str | None = None,
     ) -> tuple[str, dict[str, str], bytes]:
         _native.validate_key(key)
         body: dict[str, Any] = {"action": action, "arguments": arguments}
-        for name, value in (("business_ref", business_ref), ("run_id", run_id), ("step", step)):
+        for name, value in (
+            ("business_ref", business_ref),
+            ("run_id", run_id),
+            ("step", step),
+            ("ordering_key", ordering_key),
+        ):
             if value is not None:
                 body[name] = value
         if deadline is not None:
@@ -185,6 +191,7 @@ class Client(_Shared):
         run_id: str | None = None,
         step: str | None = None,
         deadline: datetime | None = None,
+        ordering_key: str | None = None,
     ) -> Submitted:
         """Submits ``action`` with ``arguments`` under ``key``; see the module for retries.
 
@@ -194,7 +201,7 @@ class Client(_Shared):
         same key.
         """
         url, headers, body = self.submit_request(
-            key, action, arguments, business_ref, run_id, step, deadline
+            key, action, arguments, business_ref, run_id, step, deadline, ordering_key
         )
         status, intent = self._call("POST", url, headers, body, self.timeout)
         return Submitted(intent, created=status == 202)
@@ -290,10 +297,11 @@ class AsyncClient(_Shared):
         run_id: str | None = None,
         step: str | None = None,
         deadline: datetime | None = None,
+        ordering_key: str | None = None,
     ) -> Submitted:
         """As ``Client.submit``."""
         url, headers, body = self.submit_request(
-            key, action, arguments, business_ref, run_id, step, deadline
+            key, action, arguments, business_ref, run_id, step, deadline, ordering_key
         )
         status, intent = await self._call("POST", url, headers, body, self.timeout)
         return Submitted(intent, created=status == 202)

@@ -160,7 +160,7 @@ impl PyRules {
 
     /// Checks every field of a new intent (the deadline, a Python `datetime`, is checked by the
     /// caller) and returns what it is recorded as.
-    #[pyo3(signature = (tenant, key, action, arguments, business_ref, run_id, step))]
+    #[pyo3(signature = (tenant, key, action, arguments, business_ref, run_id, step, ordering_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
@@ -172,6 +172,7 @@ impl PyRules {
         business_ref: Option<String>,
         run_id: Option<String>,
         step: Option<String>,
+        ordering_key: Option<String>,
     ) -> PyResult<RecordedTuple> {
         let intent = NewIntent {
             tenant_id: tenant.to_owned(),
@@ -182,10 +183,20 @@ impl PyRules {
             run_id,
             step,
             deadline: None::<SystemTime>,
+            ordering_key,
         };
         // Other threads' Python runs meanwhile (an orchestrator submits from many threads).
         let rules = &self.inner;
         py.detach(|| rules.prepare(&intent).map(recorded_tuple))
+            .map_err(|e| invalid(py, e))
+    }
+
+    /// The lane `action`'s intents with an ordering key queue in: its destination's name, and
+    /// whether that destination's lanes skip a failed head.
+    fn lane(&self, py: Python<'_>, action: &str) -> PyResult<(String, bool)> {
+        self.inner
+            .lane(action)
+            .map(|l| (l.destination.clone(), l.skip_failed))
             .map_err(|e| invalid(py, e))
     }
 
@@ -223,6 +234,7 @@ fn statements() -> PyResult<BTreeMap<&'static str, String>> {
     let mut out = BTreeMap::new();
     for (name, text) in [
         ("SUBMIT", oncebox_sql::SUBMIT),
+        ("SUBMIT_ORDERED", oncebox_sql::SUBMIT_ORDERED),
         ("INTENT_BY_KEY", oncebox_sql::INTENT_BY_KEY),
     ] {
         let spelled = oncebox_sql::pyformat(text)
@@ -231,6 +243,7 @@ fn statements() -> PyResult<BTreeMap<&'static str, String>> {
         out.insert(
             match name {
                 "SUBMIT" => "SUBMIT_PYFORMAT",
+                "SUBMIT_ORDERED" => "SUBMIT_ORDERED_PYFORMAT",
                 _ => "INTENT_BY_KEY_PYFORMAT",
             },
             spelled,

@@ -156,7 +156,10 @@ def test_the_async_client(services: Services) -> None:
 
     async def main() -> None:
         async with oncebox.AsyncClient(services.api_url, token) as client:
-            s = await client.submit("async", "create_invoice", INVOICE, run_id="r", step="1")
+            s = await client.submit(
+                "async", "create_invoice", INVOICE, run_id="r", step="1", ordering_key="acct-1"
+            )
+            assert s.intent.ordering_key == "acct-1", "the ordering key travels and comes back"
             assert s.created
             assert s.intent.run_id == "r"
             got = await client.get("async")

@@ -290,6 +290,84 @@ def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
     assert "cvv" not in python_row["payload"]
 
 
+def test_an_ordering_key_joins_one_lane_from_python_and_rust(
+    db_url: str, intake: oncebox.Intake, oncebox_bin: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(config_toml())
+    subprocess.run(
+        [
+            oncebox_bin,
+            "submit",
+            "--database-url",
+            db_url,
+            "--config",
+            str(config),
+            "--tenant",
+            "acme",
+            "--action",
+            "create_invoice",
+            "--arguments",
+            json.dumps(INVOICE),
+            "--ordering-key",
+            "order-8172",
+            "rust-1",
+        ],
+        check=True,
+        capture_output=True,
+        env={"ONCEBOX_REDACTION_KEYS": REDACTION_KEYS, "PATH": "/usr/bin:/bin"},
+    )
+    with psycopg.connect(db_url) as conn:
+        second = oncebox.submit(
+            conn,
+            tenant="acme",
+            key="py-2",
+            action="create_invoice",
+            arguments=INVOICE,
+            ordering_key="order-8172",
+            config=intake,
+        )
+        conn.commit()
+        again = oncebox.submit(
+            conn,
+            tenant="acme",
+            key="py-2",
+            action="create_invoice",
+            arguments=INVOICE,
+            ordering_key="order-8172",
+            config=intake,
+        )
+        conn.commit()
+        with pytest.raises(oncebox.InvalidIntent) as e:
+            oncebox.submit(
+                conn,
+                tenant="acme",
+                key="py-3",
+                action="create_invoice",
+                arguments=INVOICE,
+                ordering_key="",
+                config=intake,
+            )
+        assert e.value.field == "ordering_key"
+        conn.rollback()
+        rows = conn.execute(
+            "SELECT i.idempotency_key, i.ordering_key, i.lane_seq, l.destination,"
+            " o.available_at = 'infinity' AS parked"
+            " FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id"
+            " JOIN oncebox.lanes l ON l.id = i.lane_id ORDER BY i.lane_seq"
+        ).fetchall()
+        last = conn.execute("SELECT last_seq FROM oncebox.lanes").fetchone()
+    assert second.created
+    assert second.intent.ordering_key == "order-8172"
+    assert not again.created
+    assert again.intent.ordering_key == "order-8172"
+    assert rows == [
+        ("rust-1", "order-8172", 1, "billing", False),
+        ("py-2", "order-8172", 2, "billing", True),
+    ], "Python's intent waits behind Rust's in the same lane"
+    assert last == (2,), "the replay took no number"
+
+
 def _params(intake: oncebox.Intake, arguments: dict[str, Any]) -> dict[str, Any]:
     """Parameters for a second, rolled-back run of the statement (another key)."""
     from oncebox._submit import _Call

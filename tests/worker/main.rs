@@ -13,6 +13,7 @@ mod dead_letters;
 mod delivery;
 mod env;
 mod ops;
+mod ordering;
 mod probes;
 mod rate;
 mod reconciliation;

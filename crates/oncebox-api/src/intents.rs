@@ -42,6 +42,7 @@ struct SubmitBody {
     run_id: Option<String>,
     step: Option<String>,
     deadline: Option<chrono::DateTime<chrono::Utc>>,
+    ordering_key: Option<String>,
 }
 
 fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
@@ -51,13 +52,14 @@ fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
     let Value::Object(mut map) = doc else {
         return Err(bad("body", "the body must be a JSON object".into()));
     };
-    const KNOWN: [&str; 6] = [
+    const KNOWN: [&str; 7] = [
         "action",
         "arguments",
         "business_ref",
         "run_id",
         "step",
         "deadline",
+        "ordering_key",
     ];
     if let Some(unknown) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(bad(
@@ -82,6 +84,7 @@ fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
         Some(_) => Err(bad(name, format!("{name} must be a string"))),
     };
     let (business_ref, run_id, step) = (text("business_ref")?, text("run_id")?, text("step")?);
+    let ordering_key = text("ordering_key")?;
     let deadline = text("deadline")?
         .map(|d| {
             chrono::DateTime::parse_from_rfc3339(&d)
@@ -96,6 +99,7 @@ fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
         run_id,
         step,
         deadline,
+        ordering_key,
     })
 }
 
@@ -113,6 +117,7 @@ pub(crate) fn view(i: &Intent) -> Value {
         "business_ref": i.business_ref,
         "run_id": i.run_id,
         "step": i.step,
+        "ordering_key": i.ordering_key,
         "deadline": i.deadline,
         "created_at": i.created_at,
         "updated_at": i.updated_at,
@@ -159,6 +164,7 @@ pub(crate) async fn submit(
         run_id: body.run_id,
         step: body.step,
         deadline: body.deadline.map(Into::into),
+        ordering_key: body.ordering_key,
     };
     // The intent is all this request writes: one statement, committed by itself.
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;

@@ -9,6 +9,7 @@ mod baseline;
 mod deliver;
 mod intake;
 mod intake_http;
+mod lanes;
 mod queries;
 mod signing;
 mod tools;
@@ -48,6 +49,32 @@ enum What {
     /// Deliveries/s draining a backlog over HTTP with Standard Webhooks signatures (v1
     /// HMAC-SHA256, and v1a Ed25519) against the same drain unsigned, in alternating rounds.
     Signing(SigningArgs),
+    /// Deliveries/s of per-key ordering lanes (one delivery in flight per lane) against the
+    /// same intents unordered, in alternating rounds.
+    Lanes(LanesArgs),
+}
+
+/// `oncebox-bench lanes`.
+#[derive(Debug, Args)]
+pub(crate) struct LanesArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Ordering lanes.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    lanes: u32,
+    /// Intents in each lane.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..))]
+    per_lane: u32,
+    /// How long the receiver takes to answer each request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    receiver_ms: u64,
+    /// Worker tasks in flight at once (one in-process worker).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+    /// Rounds (each drains once unordered and once ordered).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    rounds: u32,
 }
 
 /// `oncebox-bench signing`.
@@ -195,6 +222,7 @@ fn main() -> ExitCode {
             What::Deliver(a) => deliver::run(a, cli.json).await,
             What::Tools(a) => tools::run(a, cli.json).await,
             What::Signing(a) => signing::run(a, cli.json).await,
+            What::Lanes(a) => lanes::run(a, cli.json).await,
         }
     });
     match result {

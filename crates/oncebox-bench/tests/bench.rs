@@ -34,7 +34,14 @@ fn report(args: &str) -> Value {
 
 #[test]
 fn help_is_there_for_every_benchmark() {
-    for sub in [&[][..], &["intake"], &["deliver"], &["tools"], &["signing"]] {
+    for sub in [
+        &[][..],
+        &["intake"],
+        &["deliver"],
+        &["tools"],
+        &["signing"],
+        &["lanes"],
+    ] {
         assert_help(BIN, sub);
     }
     let o = bench(&["deliver", "--intents", "0"]);
@@ -62,6 +69,15 @@ fn bench_signing_reports_each_scheme_against_unsigned() {
     }
     assert!(r["ratio_v1"].as_f64() > Some(0.0), "{r}");
     assert!(r["ratio_v1a"].as_f64() > Some(0.0), "{r}");
+}
+
+#[test]
+fn bench_lanes_reports_ordered_against_unordered() {
+    let r = report("lanes --lanes 4 --per-lane 10 --rounds 1 --concurrency 16");
+    for case in ["unordered", "ordered"] {
+        assert!(r[case]["per_second"].as_f64() > Some(0.0), "{case}: {r}");
+    }
+    assert!(r["ratio_ordered"].as_f64() > Some(0.0), "{r}");
 }
 
 #[test]

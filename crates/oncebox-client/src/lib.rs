@@ -151,6 +151,10 @@ pub struct Submit {
     /// After this time the intent expires instead of being delivered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<DateTime<Utc>>,
+    /// Intents of this tenant to the same destination with the same ordering key are delivered
+    /// one at a time, in submit order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordering_key: Option<String>,
 }
 
 impl Submit {
@@ -163,6 +167,7 @@ impl Submit {
             run_id: None,
             step: None,
             deadline: None,
+            ordering_key: None,
         }
     }
 
@@ -185,6 +190,13 @@ impl Submit {
     #[must_use]
     pub fn deadline(mut self, at: DateTime<Utc>) -> Submit {
         self.deadline = Some(at);
+        self
+    }
+
+    /// Sets the ordering key.
+    #[must_use]
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Submit {
+        self.ordering_key = Some(key.into());
         self
     }
 }
@@ -216,6 +228,9 @@ pub struct Intent {
     pub step: Option<String>,
     /// The deadline, if one was set.
     pub deadline: Option<DateTime<Utc>>,
+    /// The ordering key, if one was given.
+    #[serde(default)]
+    pub ordering_key: Option<String>,
     /// When it was first submitted.
     pub created_at: DateTime<Utc>,
     /// When it last changed.

@@ -236,6 +236,10 @@ pub struct McpConfig {
     pub reference_pointer: Option<JsonPointer>,
     /// Deliveries in flight to this destination at once, per worker (default: no extra limit).
     pub max_in_flight: Option<NonZeroUsize>,
+    /// Per-key ordering lanes' policy for a head that fails (`[destinations.X.ordering]`; lanes
+    /// block by default).
+    #[serde(default)]
+    pub ordering: OrderingSettings,
     /// Reconciliation lookup over HTTP; required for `idempotency = "lookup"`.
     pub lookup: Option<LookupSettings>,
     /// Upstream tools that change nothing, offered by the MCP gateway as they are and called
@@ -280,6 +284,10 @@ pub struct HttpConfig {
     pub permanent_statuses: Option<Vec<HttpStatus>>,
     /// Deliveries in flight to this destination at once, per worker (default: no extra limit).
     pub max_in_flight: Option<NonZeroUsize>,
+    /// Per-key ordering lanes' policy for a head that fails (`[destinations.X.ordering]`; lanes
+    /// block by default).
+    #[serde(default)]
+    pub ordering: OrderingSettings,
     /// Reconciliation lookup; required for `idempotency = "lookup"`.
     pub lookup: Option<LookupSettings>,
     /// Standard Webhooks signatures on every request and lookup (none when absent).
@@ -309,6 +317,30 @@ impl RateLimitSettings {
         self.burst
             .map_or((self.per_second / 10.0).max(1.0), |b| f64::from(b.get()))
     }
+}
+
+/// What a destination's ordering lanes do when their head ends `failed`, `expired` or
+/// `needs_review` (`[destinations.X.ordering]`). Lanes exist only for intents submitted with an
+/// `ordering_key`: those of one tenant, destination and key are delivered one at a time in
+/// submit order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderingSettings {
+    /// `"block"` (the default: the lane waits for an operator to retry, resolve or skip the
+    /// head) or `"skip"` (the lane goes on with the next intent).
+    #[serde(default)]
+    pub on_failure: LaneFailure,
+}
+
+/// See [`OrderingSettings::on_failure`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneFailure {
+    /// The lane waits for an operator.
+    #[default]
+    Block,
+    /// The lane goes on with the next intent.
+    Skip,
 }
 
 /// A destination's circuit breaker (`[destinations.X.breaker]`), held in Postgres for the whole
@@ -368,6 +400,10 @@ pub struct AmqpConfig {
     pub retry: RetrySettings,
     /// Deliveries in flight to this destination at once, per worker (default: no extra limit).
     pub max_in_flight: Option<NonZeroUsize>,
+    /// Per-key ordering lanes' policy for a head that fails (`[destinations.X.ordering]`; lanes
+    /// block by default).
+    #[serde(default)]
+    pub ordering: OrderingSettings,
 }
 
 impl Destination {
@@ -404,6 +440,15 @@ impl Destination {
             Destination::Http(h) => h.max_in_flight,
             Destination::Amqp(a) => a.max_in_flight,
             Destination::Mcp(m) => m.max_in_flight,
+        }
+    }
+
+    /// What its ordering lanes do when their head fails.
+    pub fn ordering(&self) -> OrderingSettings {
+        match self {
+            Destination::Http(h) => h.ordering,
+            Destination::Amqp(a) => a.ordering,
+            Destination::Mcp(m) => m.ordering,
         }
     }
 

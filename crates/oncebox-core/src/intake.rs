@@ -57,6 +57,18 @@ pub struct Rules {
 struct ActionRules {
     redact: Vec<RedactRule>,
     schema: Option<ArgumentsSchema>,
+    lane: Lane,
+}
+
+/// Where an action's intents that carry an ordering key queue: the lanes of its destination,
+/// with that destination's policy for a failed head ([`Rules::lane`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lane {
+    /// The destination's name; a lane is one (tenant, destination, ordering key).
+    pub destination: String,
+    /// Whether the lane goes on past a head that ended failed, expired or needs_review
+    /// (`on_failure = "skip"`) instead of waiting for an operator.
+    pub skip_failed: bool,
 }
 
 impl Rules {
@@ -68,9 +80,17 @@ impl Rules {
     pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
         Self::build(
             config.actions.iter().map(|(name, a)| {
+                let skip_failed = config
+                    .destinations
+                    .get(&a.destination)
+                    .is_some_and(|d| d.ordering().on_failure == crate::config::LaneFailure::Skip);
                 let rules = ActionRules {
                     redact: a.redact.clone(),
                     schema: a.arguments_schema.clone(),
+                    lane: Lane {
+                        destination: a.destination.clone(),
+                        skip_failed,
+                    },
                 };
                 (name.clone(), rules)
             }),
@@ -78,7 +98,8 @@ impl Rules {
         )
     }
 
-    /// The rules of the given actions, hashing with `keys`.
+    /// The rules of the given actions, hashing with `keys`. Without a configuration, each
+    /// action's ordering lanes are named after the action, and they block on a failed head.
     ///
     /// # Errors
     /// As [`Rules::new`].
@@ -91,6 +112,10 @@ impl Rules {
                 let rules = ActionRules {
                     redact,
                     schema: None,
+                    lane: Lane {
+                        destination: name.clone(),
+                        skip_failed: false,
+                    },
                 };
                 (name, rules)
             }),
@@ -127,6 +152,14 @@ impl Rules {
     /// The names of the configured actions, in order.
     pub fn actions(&self) -> impl Iterator<Item = &str> {
         self.actions.keys().map(String::as_str)
+    }
+
+    /// The lanes `action`'s intents with an ordering key queue in.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming `action` when it is not configured.
+    pub fn lane(&self, action: &str) -> Result<&Lane, InvalidIntent> {
+        self.action(action).map(|a| &a.lane)
     }
 
     /// The JSON Schema of `action`'s arguments, if it has one.

@@ -35,6 +35,9 @@ pub struct NewIntent {
     pub step: Option<String>,
     /// No attempt starts after this time; past it the intent ends `expired`.
     pub deadline: Option<SystemTime>,
+    /// Intents of one tenant and destination with the same ordering key are delivered one at a
+    /// time, in submit order (1–255 bytes without control characters).
+    pub ordering_key: Option<String>,
 }
 
 /// A field of a [`NewIntent`] that is not acceptable, named as the API and CLI name it.
@@ -75,6 +78,7 @@ impl NewIntent {
             run_id: None,
             step: None,
             deadline: None,
+            ordering_key: None,
         }
     }
 
@@ -123,6 +127,7 @@ impl NewIntent {
             ("business_ref", &self.business_ref),
             ("run_id", &self.run_id),
             ("step", &self.step),
+            ("ordering_key", &self.ordering_key),
         ] {
             if let Some(v) = value
                 && (v.is_empty() || v.len() > MAX_LABEL_LEN || v.chars().any(char::is_control))
@@ -201,6 +206,15 @@ mod tests {
             }),
             "action"
         );
+        for bad in ["", "a\nb", &"k".repeat(256)] {
+            assert_eq!(
+                field_of(NewIntent {
+                    ordering_key: Some(bad.into()),
+                    ..ok()
+                }),
+                "ordering_key"
+            );
+        }
         assert_eq!(
             field_of(NewIntent {
                 arguments: json!([1]),

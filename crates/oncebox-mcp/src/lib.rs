@@ -11,7 +11,9 @@
 //! The call's `_meta` may carry (see the README, "For MCP agents"):
 //! - [`META_KEY`] — the idempotency key itself;
 //! - [`META_RUN`] — the agent run (the session of `step_key`; default: the MCP session);
-//! - [`META_STEP`] — the step within it, a non-negative integer (default 0).
+//! - [`META_STEP`] — the step within it, a non-negative integer (default 0);
+//! - [`META_ORDERING_KEY`] — an ordering key (calls with the same one run one at a time, in
+//!   order).
 
 mod passthrough;
 mod result;
@@ -45,6 +47,9 @@ pub const META_KEY: &str = oncebox_delivery::mcp::META_KEY;
 pub const META_RUN: &str = "oncebox.dev/run_id";
 /// `_meta` key of the step within the run.
 pub const META_STEP: &str = "oncebox.dev/step";
+/// `_meta` key of the call's ordering key: calls of one tenant to the same destination with the
+/// same ordering key are carried out one at a time, in the order they were made.
+pub const META_ORDERING_KEY: &str = "oncebox.dev/ordering_key";
 
 /// Whose calls these are.
 #[derive(Debug, Clone)]
@@ -148,9 +153,18 @@ impl Gateway {
             Ok(found) => found,
             Err((field, detail)) => return Ok(refusal("invalid", &field, &detail).into()),
         };
+        let ordering_key = match meta.get(META_ORDERING_KEY) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                let field = format!("_meta/{META_ORDERING_KEY}");
+                return Ok(refusal("invalid", &field, "must be a string").into());
+            }
+        };
         let intent = NewIntent {
             run_id,
             step,
+            ordering_key,
             ..NewIntent::new(tenant, key, tool, arguments)
         };
         // Watched from before the submit: a settlement right after it still wakes the wait.

@@ -34,6 +34,9 @@ statements! {
     /// Submit: journal row + deliver row in one statement (11 parameters and the channel).
     /// Also run by the Python binding, spelled by [`pyformat`].
     SUBMIT = "submit.sql";
+    /// Submit with an ordering key: the intent joins its lane, parked behind the lane's head.
+    /// Also run by the Python binding.
+    SUBMIT_ORDERED = "submit_ordered.sql";
     /// One intent by tenant and key.
     INTENT_BY_KEY = "intent_by_key.sql";
     /// Claim a batch of one phase (SKIP LOCKED, lease, epoch + 1).
@@ -78,6 +81,14 @@ statements! {
     RATE_SLOW = "rate_slow.sql";
     /// Defer leased rows without an attempt.
     DEFER = "defer.sql";
+    /// Ordering lanes: the busy ones, blocked first.
+    LANES_LIST = "lanes_list.sql";
+    /// Ordering lanes: the repair sweep.
+    LANES_REPAIR = "lanes_repair.sql";
+    /// Ordering lanes: how many are blocked (gauge).
+    LANES_BLOCKED = "lanes_blocked.sql";
+    /// Ordering lanes: an operator skips a blocked head.
+    LANE_SKIP = "lane_skip.sql";
     /// Workers seen: this one is alive.
     WORKER_SEEN = "worker_seen.sql";
     /// Workers seen, most recent first.
@@ -268,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_statements_python_runs_spell_as_pyformat() {
-        for statement in [SUBMIT, INTENT_BY_KEY] {
+        for statement in [SUBMIT, SUBMIT_ORDERED, INTENT_BY_KEY] {
             let spelled = pyformat(statement).expect("in order, none in comments");
             assert!(!spelled.contains('$'), "{spelled}");
         }

@@ -41,6 +41,9 @@ pub struct Intent {
     pub business_ref: Option<String>,
     /// The step within the run.
     pub step: Option<String>,
+    /// The ordering key: intents of the same tenant, destination and key are delivered one at
+    /// a time, in submit order.
+    pub ordering_key: Option<String>,
     /// No attempt starts after this time.
     pub deadline: Option<DateTime<Utc>>,
     /// When the intent was accepted.

@@ -12,6 +12,7 @@ mod claim;
 pub mod console;
 mod error;
 mod intent;
+pub mod lanes;
 mod lease;
 mod migrate;
 pub mod ops;

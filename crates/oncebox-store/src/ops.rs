@@ -503,6 +503,58 @@ pub async fn cancel(
     .await
 }
 
+/// Skips intent `id`, the head of its ordering lane that ended failed, expired or needs_review
+/// and blocks the lane: the lane goes on with its next intent. The intent itself is unchanged
+/// (retry it later and it is delivered at once, outside its lane's order). Recorded in the audit
+/// log as `skip`. Run it in a transaction.
+///
+/// # Errors
+/// [`OpsError::Refused`] when the intent has no ordering key, is not blocking (its status), or is
+/// not its lane's head; the database's error.
+pub async fn skip(
+    tx: &mut PgConnection,
+    id: i64,
+    actor: &Actor,
+    why: &str,
+) -> Result<Intent, OpsError> {
+    let i = lock(tx, id).await?;
+    let key = &i.idempotency_key;
+    if i.ordering_key.is_none() {
+        return Err(OpsError::Refused(format!(
+            "intent {key} has no ordering key: it is in no lane"
+        )));
+    }
+    if !i.status.is_dead_letter() {
+        return Err(OpsError::Refused(format!(
+            "intent {key} is {}: only a head that ended failed, expired or needs_review blocks \
+             its lane",
+            i.status
+        )));
+    }
+    let head: Option<i64> = sqlx::query_scalar(sql::LANE_SKIP)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .flatten();
+    if head.is_none() {
+        return Err(OpsError::Refused(format!(
+            "intent {key} is not its lane's head: the lane has already moved past it"
+        )));
+    }
+    sqlx::query(sql::AUDIT_INSERT)
+        .bind(i.id)
+        .bind(&actor.who)
+        .bind(&actor.role)
+        .bind(&actor.via)
+        .bind("skip")
+        .bind(Some(why).filter(|r| !r.trim().is_empty()))
+        .bind(i.status)
+        .bind(i.status)
+        .execute(&mut *tx)
+        .await?;
+    Ok(i)
+}
+
 /// After restoring a backup, before any worker starts: marks every queued delivery as possibly
 /// sent (dispatched), since it may have been delivered after the backup was taken. Workers then
 /// look each up, re-send it with its key, or hand it to a person, per its destination's

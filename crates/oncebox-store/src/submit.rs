@@ -152,27 +152,14 @@ impl Intake {
             redacted,
             request_hash: hash,
         } = self.rules.prepare(&intent)?;
-        let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
         // Postgres keeps microseconds: truncate here so the stored deadline is the one returned.
         let deadline: Option<DateTime<Utc>> = intent
             .deadline
             .map(DateTime::<Utc>::from)
             .and_then(|d| d.duration_trunc(chrono::TimeDelta::microseconds(1)).ok());
 
-        let inserted: Option<Inserted> = sqlx::query_as(crate::sql::SUBMIT)
-            .bind(&intent.tenant_id)
-            .bind(&intent.idempotency_key)
-            .bind(&intent.action)
-            .bind(&hash)
-            .bind(Json(&payload))
-            .bind(&intent.business_ref)
-            .bind(&intent.run_id)
-            .bind(&intent.step)
-            .bind(deadline)
-            .bind(delivery_arguments)
-            .bind(self.notify)
-            .bind(crate::OUTBOX_CHANNEL)
-            .fetch_optional(&mut *conn)
+        let inserted = self
+            .insert(conn, &intent, &hash, &payload, redacted, deadline)
             .await?;
         if let Some(row) = inserted {
             tracing::Span::current().record("intent_id", row.id);
@@ -191,6 +178,7 @@ impl Intake {
                 run_id: intent.run_id,
                 business_ref: intent.business_ref,
                 step: intent.step,
+                ordering_key: intent.ordering_key,
                 deadline,
                 created_at: row.created_at,
                 updated_at: row.created_at,
@@ -229,5 +217,60 @@ impl Intake {
             intent: existing,
             created: false,
         })
+    }
+
+    /// Runs the submit statement — the ordered one when the intent has an ordering key — and
+    /// returns the new row, or `None` when the key already existed.
+    async fn insert(
+        &self,
+        conn: &mut PgConnection,
+        intent: &NewIntent,
+        hash: &str,
+        payload: &Value,
+        redacted: bool,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<Option<Inserted>, SubmitError> {
+        let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
+        let inserted = match &intent.ordering_key {
+            None => {
+                sqlx::query_as(crate::sql::SUBMIT)
+                    .bind(&intent.tenant_id)
+                    .bind(&intent.idempotency_key)
+                    .bind(&intent.action)
+                    .bind(hash)
+                    .bind(Json(payload))
+                    .bind(&intent.business_ref)
+                    .bind(&intent.run_id)
+                    .bind(&intent.step)
+                    .bind(deadline)
+                    .bind(delivery_arguments)
+                    .bind(self.notify)
+                    .bind(crate::OUTBOX_CHANNEL)
+                    .fetch_optional(&mut *conn)
+                    .await?
+            }
+            Some(ordering_key) => {
+                let lane = self.rules.lane(&intent.action)?;
+                sqlx::query_as(crate::sql::SUBMIT_ORDERED)
+                    .bind(&intent.tenant_id)
+                    .bind(ordering_key)
+                    .bind(&lane.destination)
+                    .bind(lane.skip_failed)
+                    .bind(&intent.idempotency_key)
+                    .bind(&intent.action)
+                    .bind(hash)
+                    .bind(Json(payload))
+                    .bind(&intent.business_ref)
+                    .bind(&intent.run_id)
+                    .bind(&intent.step)
+                    .bind(deadline)
+                    .bind(delivery_arguments)
+                    .bind(self.notify)
+                    .bind(crate::OUTBOX_CHANNEL)
+                    .fetch_optional(&mut *conn)
+                    .await?
+            }
+        };
+        Ok(inserted)
     }
 }

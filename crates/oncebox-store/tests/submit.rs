@@ -295,6 +295,13 @@ async fn bad_input_names_the_field_and_writes_nothing(pool: PgPool) {
             },
             "tenant_id",
         ),
+        (
+            NewIntent {
+                ordering_key: Some(String::new()),
+                ..invoice("k")
+            },
+            "ordering_key",
+        ),
     ];
     for (intent, field) in cases {
         let err = submit_committed(&pool, intent.clone())

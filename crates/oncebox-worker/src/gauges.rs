@@ -1,8 +1,9 @@
 //! The gauges service: every few seconds it reads into the metrics the ready queue's depth and
 //! the age of its oldest row (a bounded count over the ready index), the intents waiting for
 //! reconciliation or a person per status, the dead letters not yet published and the circuit
-//! breakers; and records
-//! this worker as seen (`oncebox.workers`, the console's list of workers).
+//! breakers, and the ordering lanes blocked by a failed head; records this worker as seen
+//! (`oncebox.workers`, the console's list of workers); and runs the ordering lanes' repair sweep
+//! ([`oncebox_store::lanes::repair`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,15 @@ impl Service for Gauges {
             match oncebox_store::breaker::states(&ctx.pool).await {
                 Ok(states) => ctx.metrics.breakers(&states),
                 Err(e) => tracing::warn!(error = %e, "reading the circuit breakers failed"),
+            }
+            match oncebox_store::lanes::blocked(&ctx.pool).await {
+                Ok(n) => ctx.metrics.lanes_blocked(u64::try_from(n).unwrap_or(0)),
+                Err(e) => tracing::warn!(error = %e, "reading the blocked lanes failed"),
+            }
+            match oncebox_store::lanes::repair(&ctx.pool).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(lanes = n, "repaired ordering lanes"),
+                Err(e) => tracing::warn!(error = %e, "the ordering lanes' repair sweep failed"),
             }
             match oncebox_store::waiting_gauges(&ctx.pool).await {
                 Ok(gauges) => ctx.metrics.waiting(&gauges),

@@ -97,6 +97,15 @@ pub const DESTINATION_STATE: Def = Def {
            (closed, open, half_open, disabled).",
 };
 
+/// Ordering lanes held by a head that ended failed, expired or needs_review.
+pub const LANES_BLOCKED: Def = Def {
+    name: "oncebox_lanes_blocked",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Ordering lanes held by a head that ended failed, expired or needs_review, waiting \
+           for an operator to retry, resolve or skip it.",
+};
+
 /// The states [`DESTINATION_STATE`] reports.
 pub const BREAKER_STATES: [&str; 4] = ["closed", "open", "half_open", "disabled"];
 
@@ -117,6 +126,7 @@ pub const DEFINITIONS: &[Def] = &[
     DEAD_LETTERS_UNPUBLISHED,
     OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS,
     DESTINATION_STATE,
+    LANES_BLOCKED,
 ];
 
 /// The delivery loop's name in heartbeats and `/healthz`.
@@ -183,6 +193,7 @@ pub struct Metrics {
     leases_lost: AtomicU64,
     ready_depth: AtomicU64,
     oldest_ready_ms: AtomicU64,
+    lanes_blocked: AtomicU64,
     heartbeats: Mutex<BTreeMap<&'static str, u64>>,
     /// Per [`WAITING_STATUSES`] and `dead_letter`: how many and the oldest's age in seconds.
     waiting: Mutex<BTreeMap<String, (i64, f64)>>,
@@ -220,6 +231,11 @@ impl Metrics {
     pub fn ready(&self, depth: u64, oldest_age_ms: u64) {
         self.ready_depth.store(depth, Ordering::Relaxed);
         self.oldest_ready_ms.store(oldest_age_ms, Ordering::Relaxed);
+    }
+
+    /// Sets the blocked-lanes gauge.
+    pub fn lanes_blocked(&self, n: u64) {
+        self.lanes_blocked.store(n, Ordering::Relaxed);
     }
 
     /// Sets the waiting gauges from a reading of [`oncebox_store::waiting_gauges`]: a status
@@ -311,6 +327,10 @@ impl Metrics {
             (
                 OLDEST_READY_AGE_SECONDS,
                 self.oldest_ready_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+            ),
+            (
+                LANES_BLOCKED,
+                self.lanes_blocked.load(Ordering::Relaxed) as f64,
             ),
         ];
         for (def, value) in scalars {

@@ -61,7 +61,8 @@ pub(crate) enum Command {
     /// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
     #[command(after_help = EXIT_CODES)]
     Serve(ServeArgs),
-    /// Ops: list, show, retry, resolve, cancel, audit, purge, stats, restored, token, destinations.
+    /// Ops: list, show, retry, resolve, cancel, audit, purge, stats, restored, token, destinations,
+    /// lanes.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ops(OpsCommand),
     /// Run a delivery worker: claim outbox rows, deliver them with their key, record outcomes.
@@ -158,6 +159,10 @@ pub(crate) struct SubmitArgs {
     /// No attempt starts after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z).
     #[arg(long)]
     pub(crate) deadline: Option<String>,
+    /// Deliver in submit order with the tenant's other intents to the same destination that
+    /// carry this key, one at a time (an order, an account: 1–255 bytes).
+    #[arg(long)]
+    pub(crate) ordering_key: Option<String>,
 }
 
 /// Operator commands. Every one takes `--json`.
@@ -205,6 +210,48 @@ pub(crate) enum OpsCommand {
     /// their states, enable a destination that a 410 or an operator disabled, or disable one.
     #[command(subcommand, after_help = EXIT_CODES)]
     Destinations(DestinationsCommand),
+    /// Ordering lanes (intents submitted with --ordering-key): list the lanes with work, blocked
+    /// ones first, or skip a blocked head so that its lane goes on.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Lanes(LanesCommand),
+}
+
+/// `oncebox ops lanes`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LanesCommand {
+    /// Lanes with work: tenant, destination, ordering key, intents still to go, and the head
+    /// (key, status, since when). A head that ended failed, expired or needs_review blocks its
+    /// lane until it is retried, resolved as succeeded, or skipped.
+    #[command(after_help = EXIT_CODES)]
+    List(LanesListArgs),
+    /// Skip a blocked head (failed, expired or needs_review): its lane goes on with the next
+    /// intent. The intent itself is unchanged; recorded in the audit log.
+    #[command(after_help = EXIT_CODES)]
+    Skip(LanesSkipArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LanesListArgs {
+    #[command(flatten)]
+    pub(crate) db: DbArgs,
+    /// Only this tenant's lanes.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Only lanes blocked by their head.
+    #[arg(long)]
+    pub(crate) blocked: bool,
+    /// At most this many lanes.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LanesSkipArgs {
+    #[command(flatten)]
+    pub(crate) change: OpsChangeArgs,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    pub(crate) reason: String,
 }
 
 /// `oncebox ops destinations`.

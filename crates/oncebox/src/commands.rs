@@ -106,6 +106,7 @@ pub(crate) async fn submit(args: SubmitArgs, json: bool) -> CliResult {
         run_id: args.run_id,
         step: args.step,
         deadline,
+        ordering_key: args.ordering_key,
     };
     // Check the input before connecting: bad input is exit 2 even with the database down.
     intent

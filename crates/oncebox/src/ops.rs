@@ -12,8 +12,9 @@ use oncebox_store::{Intent, ops::AttemptRow};
 use serde_json::json;
 
 use crate::cli::{
-    DestinationsCommand, OpsAuditArgs, OpsChangeArgs, OpsCommand, OpsListArgs, OpsPurgeArgs,
-    OpsStatsArgs, OpsTarget, TokenCommand, TokenCreateArgs, TokenListArgs, TokenRevokeArgs,
+    DestinationsCommand, LanesCommand, LanesListArgs, OpsAuditArgs, OpsChangeArgs, OpsCommand,
+    OpsListArgs, OpsPurgeArgs, OpsStatsArgs, OpsTarget, TokenCommand, TokenCreateArgs,
+    TokenListArgs, TokenRevokeArgs,
 };
 use crate::commands::connect;
 use crate::exit::{CliError, CliResult};
@@ -83,7 +84,51 @@ pub(crate) async fn run(cmd: OpsCommand, json_out: bool) -> CliResult {
         OpsCommand::Token(TokenCommand::List(a)) => token_list(a, json_out).await,
         OpsCommand::Stats(a) => stats(a, json_out).await,
         OpsCommand::Destinations(c) => destinations(c, json_out).await,
+        OpsCommand::Lanes(LanesCommand::List(a)) => lanes(a, json_out).await,
+        OpsCommand::Lanes(LanesCommand::Skip(a)) => {
+            if a.reason.trim().is_empty() {
+                return Err(CliError::usage("reason", "say why the head is skipped"));
+            }
+            change(&a.change, json_out, async |tx, id, actor| {
+                ops::skip(tx, id, actor, &a.reason).await
+            })
+            .await
+        }
     }
+}
+
+async fn lanes(a: LanesListArgs, json_out: bool) -> CliResult {
+    let pool = connect(&a.db, 1).await?;
+    let lanes =
+        oncebox_store::lanes::list(&pool, a.tenant.as_deref(), a.blocked, i64::from(a.limit))
+            .await?;
+    if json_out {
+        println!("{}", json!(lanes));
+        return Ok(());
+    }
+    println!(
+        "{:<12}  {:<16}  {:<20}  {:>6}  {:<12}  {:<24}  since",
+        "tenant", "destination", "ordering key", "queued", "head status", "head key"
+    );
+    for l in &lanes {
+        let status = l
+            .head_status
+            .map_or("-".to_owned(), |s| s.as_str().to_owned());
+        println!(
+            "{:<12}  {:<16}  {:<20}  {:>6}  {:<12}  {:<24}  {}{}",
+            l.tenant_id,
+            l.destination,
+            l.ordering_key,
+            l.queued,
+            status,
+            l.head_key.as_deref().unwrap_or("-"),
+            l.since.format("%Y-%m-%dT%H:%M:%SZ"),
+            if l.blocked { "  BLOCKED" } else { "" }
+        );
+    }
+    let blocked = lanes.iter().filter(|l| l.blocked).count();
+    println!("{} lane(s) with work, {blocked} blocked", lanes.len());
+    Ok(())
 }
 
 async fn destinations(c: DestinationsCommand, json_out: bool) -> CliResult {

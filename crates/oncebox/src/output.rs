@@ -48,6 +48,7 @@ fn print_intent(i: &Intent) {
                 .map_or("-".into(), |e| serde_json::json!(e).to_string()),
         ),
         ("business ref", opt(&i.business_ref)),
+        ("ordering key", opt(&i.ordering_key)),
         (
             "run / step",
             format!("{} / {}", opt(&i.run_id), opt(&i.step)),

@@ -636,6 +636,7 @@ fn facts(state: &AppState, i: &Intent, body: &mut String) {
          <dt>external reference</dt><dd>{}</dd>\
          <dt>last error</dt><dd>{}</dd>\
          <dt>business reference</dt><dd>{}</dd>\
+         <dt>ordering key</dt><dd>{}</dd>\
          <dt>run / step</dt><dd>{} / {}</dd>\
          <dt>created</dt><dd>{}</dd><dt>changed</dt><dd>{}</dd>\
          <dt>completed</dt><dd>{}</dd><dt>deadline</dt><dd>{}</dd>\
@@ -649,6 +650,7 @@ fn facts(state: &AppState, i: &Intent, body: &mut String) {
         opt(&i.external_reference),
         last_error,
         opt(&i.business_ref),
+        opt(&i.ordering_key),
         opt(&i.run_id),
         opt(&i.step),
         when(Some(i.created_at)),

@@ -1,0 +1,37 @@
+-- Submit with an ordering key (migrations/0011_lanes.sql): as submit.sql, with its parameters
+-- numbered in the order they first appear here — tenant, ordering key, the lane's destination,
+-- whether that destination skips failed heads (on_failure = "skip"), key, action, request hash,
+-- payload, business_ref, run_id, step, deadline, original arguments, notify, channel. The intent
+-- joins the lane (tenant, destination, ordering key) and takes its next number under the lane
+-- row's lock, held to the caller's commit: a lane's numbers follow commit order, and a rollback
+-- gives its number back. The intent is queued ready when it is the lane's head (the lane was
+-- idle) and parked behind the head otherwise (available_at infinity, out of the claim's reach).
+-- A key that already exists takes no number: nothing is inserted and the caller reads that row,
+-- as in submit.sql. A waiting worker is woken only for a ready row.
+WITH lane AS (
+    INSERT INTO oncebox.lanes AS l (tenant_id, ordering_key, destination, skip_failed)
+    SELECT $1::text, $2::text, $3::text, $4::boolean
+    WHERE NOT EXISTS (SELECT 1 FROM oncebox.intents
+                      WHERE tenant_id = $1::text AND idempotency_key = $5::text)
+    ON CONFLICT (tenant_id, destination, ordering_key) DO UPDATE
+    SET last_seq = l.last_seq + 1, skip_failed = EXCLUDED.skip_failed, updated_at = now()
+    RETURNING l.id, l.last_seq, l.head_seq
+), intent AS (
+    INSERT INTO oncebox.intents AS i
+        (tenant_id, ordering_key, idempotency_key, action, request_hash, payload,
+         business_ref, run_id, step, deadline, redacted, lane_id, lane_seq)
+    SELECT $1::text, $2::text, $5::text, $6::text, $7::text, $8::jsonb, $9::text, $10::text,
+           $11::text, $12::timestamptz, $13::jsonb IS NOT NULL, lane.id, lane.last_seq
+    FROM lane
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING i.id, i.created_at
+), queued AS (
+    INSERT INTO oncebox.outbox (intent_id, phase, arguments, available_at)
+    SELECT intent.id, 'deliver'::oncebox.phase, $13::jsonb,
+           CASE WHEN lane.last_seq = lane.head_seq THEN now() ELSE 'infinity' END
+    FROM intent, lane
+    RETURNING CASE WHEN $14::boolean AND available_at <> 'infinity' AND EXISTS (
+        SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
+      THEN pg_notify($15::text, 'deliver') END
+)
+SELECT id, created_at FROM intent
