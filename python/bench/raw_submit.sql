@@ -5,5 +5,5 @@
 WITH j AS (
   INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
   VALUES (%s, %s, %s, %s, %s)
-  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id)
-INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM j
+  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id, tenant_id)
+INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) SELECT id, 'deliver', tenant_id FROM j

@@ -12,6 +12,7 @@ use crate::support::Proc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
+    let _heavy = HEAVY.lock().await;
     const N: usize = 2_000;
     let rx = Receiver::start(ReceiverConfig {
         honours_keys: true,

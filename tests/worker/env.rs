@@ -16,6 +16,11 @@ use sqlx::{PgPool, Row};
 
 use crate::support::{Proc, TestDb};
 
+/// Held by the tests that load the whole machine (thousands of intents, several workers) or
+/// measure rates and latencies, so that no two of them run at once: a measurement is not made
+/// while another such test takes the CPU.
+pub(crate) static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 

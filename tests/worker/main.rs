@@ -12,6 +12,7 @@ mod crashes;
 mod dead_letters;
 mod delivery;
 mod env;
+mod fairness;
 mod ops;
 mod ordering;
 mod probes;

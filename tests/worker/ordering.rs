@@ -56,6 +56,7 @@ fn requests_per_lane(rx: &Receiver) -> BTreeMap<u64, Vec<u64>> {
 /// again (n was terminal before n + 1 started), and each key has exactly one effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lanes_arrive_in_order_through_worker_kills_and_503s() {
+    let _heavy = HEAVY.lock().await;
     let rx = Receiver::start(ReceiverConfig {
         honours_keys: true,
         ..ReceiverConfig::default()

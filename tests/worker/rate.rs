@@ -46,6 +46,7 @@ impl Clock {
 
 #[tokio::test]
 async fn four_workers_hold_one_rate_and_a_retry_after_pauses_them_all() {
+    let _heavy = HEAVY.lock().await;
     let clock = Clock::default();
     let app = axum::Router::new()
         .route("/in", axum::routing::post(arrive))
@@ -71,7 +72,7 @@ async fn four_workers_hold_one_rate_and_a_retry_after_pauses_them_all() {
         "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, \
          request_hash, payload) SELECT 't1', 'r-' || g, 'create_invoice', repeat('0', 64), \
          '{\"n\": 1}' FROM generate_series(1, 8000) g RETURNING id) \
-         INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver' FROM i",
+         INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) SELECT id, 'deliver', 't1' FROM i",
     )
     .execute(&env.pool)
     .await

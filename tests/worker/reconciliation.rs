@@ -108,7 +108,7 @@ async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
     .execute(&env.pool)
     .await
     .expect("unknown intent");
-    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, dispatched_at) SELECT id, 'reconcile', now() - interval '1 hour' FROM oncebox.intents WHERE idempotency_key = 'orphan'")
+    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, dispatched_at) SELECT id, 'reconcile', tenant_id, now() - interval '1 hour' FROM oncebox.intents WHERE idempotency_key = 'orphan'")
         .execute(&env.pool)
         .await
         .expect("reconcile row");

@@ -14,6 +14,7 @@ use crate::support::{Proc, free_addr};
 /// succeeded with exactly one effect; a gracefully stopped worker leaves no lease behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
+    let _heavy = HEAVY.lock().await;
     const N: usize = 20_000;
     let rx = receiver(true).await;
     let env = Env::new("scale", &config(&rx.url(), "key", "")).await;

@@ -4,6 +4,7 @@ WITH i AS (
     INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
     SELECT 'bench', 'backlog-' || g, 'noop', repeat('0', 64), '{"n": 1}'
     FROM generate_series(1, $1) g
-    RETURNING id
+    RETURNING id, tenant_id
 )
-INSERT INTO oncebox.outbox (intent_id, phase) SELECT id, 'deliver'::oncebox.phase FROM i
+INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
+SELECT id, 'deliver'::oncebox.phase, tenant_id FROM i

@@ -8,7 +8,7 @@ WITH intent AS (
     UPDATE oncebox.intents
     SET status = 'pending', completed_at = NULL, updated_at = now()
     WHERE id = $1
-    RETURNING id, attempt_count
+    RETURNING id, attempt_count, tenant_id
 ), reconcile AS (
     DELETE FROM oncebox.outbox WHERE intent_id = $1 AND phase = 'reconcile'
     RETURNING arguments
@@ -16,8 +16,8 @@ WITH intent AS (
     DELETE FROM oncebox.held_arguments WHERE intent_id = $1
     RETURNING arguments
 )
-INSERT INTO oncebox.outbox AS o (intent_id, phase, arguments, attempt, budget_from)
-SELECT id, 'deliver'::oncebox.phase,
+INSERT INTO oncebox.outbox AS o (intent_id, phase, tenant_id, arguments, attempt, budget_from)
+SELECT id, 'deliver'::oncebox.phase, tenant_id,
        coalesce((SELECT arguments FROM reconcile), (SELECT arguments FROM held)),
        attempt_count, attempt_count
 FROM intent

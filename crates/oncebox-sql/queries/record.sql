@@ -54,10 +54,10 @@ WITH f AS (
     FROM owned
     -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
     WHERE i.id = owned.intent_id AND i.completed_at IS NULL
-    RETURNING i.id, i.status
+    RETURNING i.id, i.status, i.tenant_id
 ), dead_letter AS (
-    INSERT INTO oncebox.outbox (intent_id, phase)
-    SELECT id, 'notify'::oncebox.phase FROM journal WHERE oncebox.is_dead_letter(status)
+    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
+    SELECT id, 'notify'::oncebox.phase, tenant_id FROM journal WHERE oncebox.is_dead_letter(status)
     ON CONFLICT (intent_id, phase) DO UPDATE SET available_at = now()
     RETURNING intent_id
 ), held AS (

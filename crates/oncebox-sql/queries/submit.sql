@@ -16,8 +16,8 @@ WITH intent AS (
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING i.id, i.created_at
 ), queued AS (
-    INSERT INTO oncebox.outbox (intent_id, phase, arguments)
-    SELECT id, 'deliver'::oncebox.phase, $10 FROM intent
+    INSERT INTO oncebox.outbox (intent_id, phase, arguments, tenant_id)
+    SELECT id, 'deliver'::oncebox.phase, $10, $1 FROM intent
     RETURNING CASE WHEN $11 AND EXISTS (
         SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
       THEN pg_notify($12, 'deliver') END

@@ -26,8 +26,8 @@ WITH lane AS (
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING i.id, i.created_at
 ), queued AS (
-    INSERT INTO oncebox.outbox (intent_id, phase, arguments, available_at)
-    SELECT intent.id, 'deliver'::oncebox.phase, $13::jsonb,
+    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, available_at)
+    SELECT intent.id, 'deliver'::oncebox.phase, $1::text, $13::jsonb,
            CASE WHEN lane.last_seq = lane.head_seq THEN now() ELSE 'infinity' END
     FROM intent, lane
     RETURNING CASE WHEN $14::boolean AND available_at <> 'infinity' AND EXISTS (

@@ -216,12 +216,12 @@ async fn claim_is_an_index_scan(pool: PgPool) {
 #[sqlx::test(migrations = "../../migrations")]
 async fn one_outbox_row_per_intent_and_phase(pool: PgPool) {
     fill(&pool, 1).await;
-    let dup = sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase) SELECT intent_id, 'deliver' FROM oncebox.outbox")
+    let dup = sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) SELECT intent_id, 'deliver', tenant_id FROM oncebox.outbox")
         .execute(&pool)
         .await
         .expect_err("a second delivery row for one intent");
     assert!(dup.to_string().contains("outbox_pkey"), "{dup}");
-    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase) SELECT intent_id, 'notify' FROM oncebox.outbox")
+    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) SELECT intent_id, 'notify', tenant_id FROM oncebox.outbox")
         .execute(&pool)
         .await
         .expect("a dead-letter notification may queue beside it");
