@@ -15,6 +15,18 @@ UPDATE oncebox.outbox o SET tenant_id = i.tenant_id FROM oncebox.intents i WHERE
 DELETE FROM oncebox.outbox WHERE tenant_id IS NULL;
 ALTER TABLE oncebox.outbox ALTER COLUMN tenant_id SET NOT NULL;
 
+-- Binaries older than this migration write outbox rows without a tenant (a rolling upgrade runs
+-- them beside the new ones): the journal supplies it. This release's statements always name the
+-- tenant, so for them the WHEN clause is false and the function never runs.
+CREATE FUNCTION oncebox.outbox_tenant() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT tenant_id INTO NEW.tenant_id FROM oncebox.intents WHERE id = NEW.intent_id;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER outbox_tenant BEFORE INSERT ON oncebox.outbox
+    FOR EACH ROW WHEN (NEW.tenant_id IS NULL) EXECUTE FUNCTION oncebox.outbox_tenant();
+
 DROP INDEX oncebox.outbox_ready;
 CREATE INDEX outbox_ready ON oncebox.outbox (phase, tenant_id, available_at)
     WHERE lease_owner IS NULL;

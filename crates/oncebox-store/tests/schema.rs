@@ -221,10 +221,20 @@ async fn one_outbox_row_per_intent_and_phase(pool: PgPool) {
         .await
         .expect_err("a second delivery row for one intent");
     assert!(dup.to_string().contains("outbox_pkey"), "{dup}");
-    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) SELECT intent_id, 'notify', tenant_id FROM oncebox.outbox")
+    // Written as a binary older than migration 0012 writes it, without the tenant: the journal
+    // supplies it (a rolling upgrade runs old and new binaries side by side).
+    sqlx::query("INSERT INTO oncebox.outbox (intent_id, phase) SELECT intent_id, 'notify' FROM oncebox.outbox")
         .execute(&pool)
         .await
         .expect("a dead-letter notification may queue beside it");
+    let tenants: Vec<(String, String)> = sqlx::query_as(
+        "SELECT o.tenant_id, i.tenant_id FROM oncebox.outbox o JOIN oncebox.intents i ON i.id = o.intent_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("tenants");
+    assert_eq!(tenants.len(), 2);
+    assert!(tenants.iter().all(|(o, i)| o == i), "{tenants:?}");
 }
 
 #[sqlx::test(migrations = "../../migrations")]
