@@ -544,3 +544,124 @@ fn every_metric_the_dashboard_and_the_rules_name_is_one_the_binaries_export() {
         );
     }
 }
+
+/// The KEDA overlay (`deploy/k8s-keda`): it renders everything of `deploy/k8s` but the CPU
+/// HorizontalPodAutoscaler, plus a ScaledObject for the worker Deployment that validates against
+/// KEDA's CRD schema (PyPI `cloudcoil-models-keda`, models generated from KEDA's CRDs: every
+/// field known and of its type, the required ones present); and its trigger queries run on a
+/// migrated database, answering the ready depth and the oldest ready age.
+#[tokio::test]
+async fn the_keda_overlay_scales_workers_on_the_ready_queue_and_validates() {
+    let out = run_ok(
+        Command::new(pytools().join("kubectl"))
+            .arg("kustomize")
+            .arg(root().join("deploy/k8s-keda")),
+    );
+    let rendered = std::env::temp_dir().join(format!("oncebox-keda-{}.yaml", std::process::id()));
+    std::fs::write(&rendered, &out.stdout).expect("rendered");
+    let docs = yaml_docs(&rendered);
+    let _ = std::fs::remove_file(&rendered);
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert!(!kinds.contains(&"HorizontalPodAutoscaler"), "{kinds:?}");
+    let scaled: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ScaledObject")
+        .collect();
+    assert_eq!(scaled.len(), 1, "{kinds:?}");
+    let so = scaled[0];
+    let worker = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "oncebox-worker")
+        .expect("the worker Deployment");
+    assert_eq!(
+        so["spec"]["scaleTargetRef"]["name"],
+        worker["metadata"]["name"]
+    );
+    assert_eq!(so["metadata"]["namespace"], worker["metadata"]["namespace"]);
+
+    // Against KEDA's schema: parsed by the generated model, and nothing of it dropped as unknown.
+    let check = "import sys, json\n\
+        from cloudcoil.models.keda.v1alpha1 import ScaledObject\n\
+        doc = json.load(sys.stdin)\n\
+        parsed = ScaledObject.model_validate(doc).model_dump(by_alias=True, exclude_none=True, mode='json')\n\
+        def lost(a, b, at):\n\
+        \x20   if isinstance(a, dict):\n\
+        \x20       return [p for k, v in a.items() for p in ([at + '/' + k] if k not in b else lost(v, b[k], at + '/' + k))]\n\
+        \x20   if isinstance(a, list):\n\
+        \x20       return [p for i, v in enumerate(a) for p in lost(v, b[i], at + '/' + str(i))]\n\
+        \x20   return []\n\
+        missing = lost(doc, parsed, '')\n\
+        print('unknown fields: ' + ', '.join(missing) if missing else 'ok')\n\
+        sys.exit(1 if missing else 0)\n";
+    let mut child = Command::new(pytools().join("python"))
+        .args(["-c", check])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(so.to_string().as_bytes())
+            .expect("the ScaledObject");
+    }
+    let out = child.wait_with_output().expect("validation");
+    assert!(
+        out.status.success(),
+        "the ScaledObject against KEDA's schema: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A field KEDA does not know is caught (the check can fail).
+    let mut bad = so.clone();
+    bad["spec"]["maxReplicas"] = Value::from(8);
+    let mut child = Command::new(pytools().join("python"))
+        .args(["-c", check])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(bad.to_string().as_bytes()).expect("bad");
+    }
+    let out = child.wait_with_output().expect("validation");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/spec/maxReplicas"));
+
+    // The triggers: KEDA's postgresql scaler, the workers' own DATABASE_URL, and queries that
+    // answer one number on a migrated database — 0 when idle, the depth and age with rows ready.
+    let db = support::TestDb::new("deploy", "keda", true).await;
+    let pool = db.pool(1).await;
+    sqlx::query(
+        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, \
+         payload) SELECT 't', 'k' || g, 'a', repeat('0', 64), '{}' FROM generate_series(1, 3) g \
+         RETURNING id, tenant_id) INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, \
+         available_at) SELECT id, 'deliver', tenant_id, now() - interval '30 seconds' FROM i",
+    )
+    .execute(&pool)
+    .await
+    .expect("three ready rows");
+    let triggers = so["spec"]["triggers"].as_array().expect("triggers");
+    let names: Vec<&str> = triggers.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["ready-depth", "oldest-ready-age"]);
+    for t in triggers {
+        assert_eq!(t["type"], "postgresql");
+        assert_eq!(t["metadata"]["connectionFromEnv"], "DATABASE_URL");
+        let query = t["metadata"]["query"].as_str().expect("query").to_owned();
+        let value: f64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT ({query})::float8")))
+                .fetch_one(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", t["name"]));
+        match t["name"].as_str() {
+            Some("ready-depth") => assert_eq!(value, 3.0),
+            _ => assert!((30.0..60.0).contains(&value), "age {value}"),
+        }
+    }
+    pool.close().await;
+    db.drop_db().await;
+}
