@@ -84,6 +84,19 @@ pub(crate) async fn drain_backlog(
     concurrency: u32,
     n: usize,
 ) -> anyhow::Result<(f64, Running)> {
+    let (drain, _, worker) = drain_backlog_wal(pool, routes, concurrency, n).await?;
+    Ok((drain, worker))
+}
+
+/// [`drain_backlog`], also returning the WAL the drain wrote, in bytes: the server's WAL position
+/// before the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else
+/// should run meanwhile).
+pub(crate) async fn drain_backlog_wal(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: u32,
+    n: usize,
+) -> anyhow::Result<(f64, f64, Running)> {
     sqlx::query(queries::BACKLOG)
         .bind(i64::try_from(n).unwrap_or(i64::MAX))
         .execute(pool)
@@ -98,12 +111,19 @@ pub(crate) async fn drain_backlog(
             .execute(pool)
             .await?;
     }
+    let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
+        .fetch_one(pool)
+        .await?;
     let started = Instant::now();
     let worker = start_worker(pool, routes, concurrency).await;
     while outbox_left(pool).await? > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let drain = started.elapsed().as_secs_f64();
+    let wal: f64 = sqlx::query_scalar(queries::WAL_SINCE)
+        .bind(&wal_start)
+        .fetch_one(pool)
+        .await?;
     let succeeded: i64 = sqlx::query_scalar(queries::SUCCEEDED)
         .fetch_one(pool)
         .await?;
@@ -111,7 +131,7 @@ pub(crate) async fn drain_backlog(
         succeeded == n as i64,
         "backlog drained wrongly: {succeeded} of {n} intents succeeded"
     );
-    Ok((drain, worker))
+    Ok((drain, wal, worker))
 }
 
 async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
@@ -136,8 +156,9 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog.
-    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, intents).await?;
+    let (drain, wal, worker) = drain_backlog_wal(&pool, &routes, a.concurrency, intents).await?;
     let rate = intents as f64 / drain;
+    let wal_per_intent = wal / intents as f64;
     anyhow::ensure!(
         receiver.effects().len() == intents,
         "backlog drained wrongly: {} effects for {intents} intents",
@@ -151,7 +172,8 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let paced = paced_latency(&pool, &intake, &receiver, rate / 2.0, a.seconds).await?;
     worker.stop().await?;
     // 3. The raw baseline: baseline/cycle.sql by pgbench over a filled backlog.
-    let raw = raw_delivery_rps(a, scratch, &pool).await?;
+    let raw_cycle = raw_delivery_rps(a, scratch, &pool).await?;
+    let (raw, raw_wal) = (raw_cycle.map(|r| r.0), raw_cycle.map(|r| r.1));
     let ratio = raw.map(|r| rate / r);
     if json_out {
         println!(
@@ -159,7 +181,8 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
             json!({
                 "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency,
                 "deliveries_per_second": rate, "drain_seconds": drain,
-                "latency": paced, "raw_delivery_rps": raw, "ratio_to_raw": ratio,
+                "wal_bytes_per_delivery": wal_per_intent, "latency": paced, "raw_delivery_rps": raw,
+                "raw_wal_bytes_per_row": raw_wal, "ratio_to_raw": ratio,
             })
         );
         return Ok(());
@@ -170,6 +193,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
         a.intents, a.concurrency
     );
     println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
+    println!("  WAL written per delivery (bytes, whole drain)               {wal_per_intent:>9.0}");
     match raw {
         Some(r) => {
             println!("  raw claim(100)+complete cycle, pgbench, 2 clients          {r:>9.0}");
@@ -177,6 +201,9 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
                 "  ratio oncebox / raw                                        {:>9.2}",
                 rate / r
             );
+            if let Some(w) = raw_wal {
+                println!("  raw cycle WAL per row (bytes)                             {w:>9.0}");
+            }
         }
         None => println!("  (raw baseline skipped: pgbench or its scripts not found)"),
     }
@@ -277,11 +304,12 @@ async fn paced_latency(
 
 /// baseline.sh's delivery figure: fill a backlog, run cycle.sql with 2 pgbench clients for
 /// `--seconds`, count the rows completed.
+/// The raw cycle's rows per second and WAL bytes per row, or `None` without pgbench.
 async fn raw_delivery_rps(
     a: &DeliverArgs,
     scratch: &ScratchDb,
     pool: &PgPool,
-) -> anyhow::Result<Option<f64>> {
+) -> anyhow::Result<Option<(f64, f64)>> {
     let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
     let (Some(setup), Some(fill), Some(cycle)) = (
         scripts.get("setup.sql"),
@@ -312,6 +340,9 @@ async fn raw_delivery_rps(
             .await
     };
     let start = count().await?;
+    let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
+        .fetch_one(pool)
+        .await?;
     let out = tokio::process::Command::new("pgbench")
         .args(["-n", "-f"])
         .arg(&cycle)
@@ -332,11 +363,16 @@ async fn raw_delivery_rps(
         "pgbench failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let wal: f64 = sqlx::query_scalar(queries::WAL_SINCE)
+        .bind(&wal_start)
+        .fetch_one(pool)
+        .await?;
     let left = count().await?;
     if left == 0 {
         eprintln!("raw baseline drained its backlog early: raise --baseline-rows");
     }
-    Ok(Some((start - left) as f64 / a.seconds as f64))
+    let rows = (start - left).max(1) as f64;
+    Ok(Some((rows / a.seconds as f64, wal / rows)))
 }
 
 /// Confirms allowed in flight, on both sides of the AMQP comparison.

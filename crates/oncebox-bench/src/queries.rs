@@ -16,3 +16,7 @@ pub(crate) const SUCCEEDED: &str = include_str!("../queries/succeeded.sql");
 pub(crate) const BASELINE_LEFT: &str = include_str!("../queries/baseline_left.sql");
 /// Empty the journal between drains (the signing benchmark).
 pub(crate) const RESET_JOURNAL: &str = include_str!("../queries/reset_journal.sql");
+/// The server's WAL position, as text.
+pub(crate) const WAL_POSITION: &str = include_str!("../queries/wal_position.sql");
+/// WAL bytes written since the position `$1`.
+pub(crate) const WAL_SINCE: &str = include_str!("../queries/wal_since.sql");
