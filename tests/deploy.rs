@@ -545,6 +545,25 @@ fn every_metric_the_dashboard_and_the_rules_name_is_one_the_binaries_export() {
     }
 }
 
+/// Runs the Python `check` with `doc` as JSON on its standard input.
+fn keda_check(check: &str, doc: &Value) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = Command::new(pytools().join("python"))
+        .args(["-c", check])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(doc.to_string().as_bytes())
+        .expect("the document");
+    child.wait_with_output().expect("the check")
+}
+
 /// The KEDA overlay (`deploy/k8s-keda`): it renders everything of `deploy/k8s` but the CPU
 /// HorizontalPodAutoscaler, plus a ScaledObject for the worker Deployment that validates against
 /// KEDA's CRD schema (PyPI `cloudcoil-models-keda`, models generated from KEDA's CRDs: every
@@ -593,21 +612,7 @@ async fn the_keda_overlay_scales_workers_on_the_ready_queue_and_validates() {
         missing = lost(doc, parsed, '')\n\
         print('unknown fields: ' + ', '.join(missing) if missing else 'ok')\n\
         sys.exit(1 if missing else 0)\n";
-    let mut child = Command::new(pytools().join("python"))
-        .args(["-c", check])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python");
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(so.to_string().as_bytes())
-            .expect("the ScaledObject");
-    }
-    let out = child.wait_with_output().expect("validation");
+    let out = keda_check(check, so);
     assert!(
         out.status.success(),
         "the ScaledObject against KEDA's schema: {}{}",
@@ -617,18 +622,7 @@ async fn the_keda_overlay_scales_workers_on_the_ready_queue_and_validates() {
     // A field KEDA does not know is caught (the check can fail).
     let mut bad = so.clone();
     bad["spec"]["maxReplicas"] = Value::from(8);
-    let mut child = Command::new(pytools().join("python"))
-        .args(["-c", check])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python");
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(bad.to_string().as_bytes()).expect("bad");
-    }
-    let out = child.wait_with_output().expect("validation");
+    let out = keda_check(check, &bad);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("/spec/maxReplicas"));
 

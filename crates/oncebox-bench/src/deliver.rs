@@ -140,7 +140,13 @@ async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
         .await?)
 }
 
-async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
+/// A fresh key-honouring no-op receiver — every key a first effect, never a replay — and a
+/// configuration whose action `noop` delivers to it over HTTP: `action_extra` goes into the
+/// action's table, `sink_extra` into the destination's.
+pub(crate) async fn noop_sink(
+    action_extra: &str,
+    sink_extra: &str,
+) -> anyhow::Result<(Receiver, Config)> {
     let receiver = Receiver::start(ReceiverConfig {
         honours_keys: true,
         ..ReceiverConfig::default()
@@ -148,9 +154,15 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     .await
     .context("receiver")?;
     let config = Config::from_toml(&format!(
-        "[actions.noop]\ndestination = \"sink\"\n[destinations.sink]\nkind = \"http\"\nurl = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n",
+        "[actions.noop]\ndestination = \"sink\"\n{action_extra}[destinations.sink]\n\
+         kind = \"http\"\nurl = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n{sink_extra}",
         receiver.url()
     ))?;
+    Ok((receiver, config))
+}
+
+async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
+    let (receiver, config) = noop_sink("", "").await?;
     let routes = Routes::from_config(&config, None)?;
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;

@@ -8,10 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use oncebox_core::NewIntent;
-use oncebox_core::config::Config;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use oncebox_store::scratch::ScratchDb;
 use oncebox_worker::Routes;
@@ -63,17 +60,7 @@ async fn fill(pool: &PgPool, intake: &Intake, a: &LanesArgs, ordered: bool) -> a
 /// One drain of case `ordered`: deliveries per second.
 async fn drain(pool: &PgPool, a: &LanesArgs, ordered: bool) -> anyhow::Result<f64> {
     // A fresh receiver per drain: every key is a first effect, never a replay.
-    let receiver = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .context("receiver")?;
-    let config = Config::from_toml(&format!(
-        "[actions.noop]\ndestination = \"sink\"\n[destinations.sink]\nkind = \"http\"\n\
-         url = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n",
-        receiver.url()
-    ))?;
+    let (receiver, config) = crate::deliver::noop_sink("", "").await?;
     let routes = Routes::from_config(&config, None)?;
     let intake = Intake::new(&config, None)?;
     sqlx::raw_sql(crate::queries::RESET_JOURNAL)

@@ -6,9 +6,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use oncebox_core::config::Config;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::scratch::ScratchDb;
 use oncebox_worker::Routes;
 use serde_json::json;
@@ -48,20 +45,10 @@ async fn rounds(a: &SigningArgs, scratch: &ScratchDb, json_out: bool) -> anyhow:
             let i = (k + round as usize) % CASES.len();
             let (name, secret) = CASES[i];
             // A fresh receiver per drain: every key is a first effect, never a replay.
-            let receiver = Receiver::start(ReceiverConfig {
-                honours_keys: true,
-                ..ReceiverConfig::default()
-            })
-            .await
-            .context("receiver")?;
             let signing = secret.map_or(String::new(), |s: &str| {
                 format!("signing = {{ secrets = [\"{s}\"] }}\n")
             });
-            let config = Config::from_toml(&format!(
-                "[actions.noop]\ndestination = \"sink\"\n[destinations.sink]\nkind = \"http\"\n\
-                 url = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n{signing}",
-                receiver.url()
-            ))?;
+            let (receiver, config) = crate::deliver::noop_sink("", &signing).await?;
             let routes = Routes::from_config(&config, None)?;
             sqlx::raw_sql(crate::queries::RESET_JOURNAL)
                 .execute(&pool)

@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use oncebox_client::{Client, RetryConfig, Submit};
-use oncebox_core::config::Config;
-use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::scratch::ScratchDb;
 use oncebox_worker::Routes;
 use rmcp::ServiceExt;
@@ -30,17 +28,8 @@ pub(crate) async fn run(a: ToolsArgs, json_out: bool) -> anyhow::Result<()> {
 }
 
 async fn rounds(a: &ToolsArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
-    let receiver = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .context("receiver")?;
-    let config = Config::from_toml(&format!(
-        "[actions.noop]\ndestination = \"sink\"\ntool = {{ description = \"Do nothing, once.\" }}\n\
-         [destinations.sink]\nkind = \"http\"\nurl = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n",
-        receiver.url()
-    ))?;
+    let (receiver, config) =
+        crate::deliver::noop_sink("tool = { description = \"Do nothing, once.\" }\n", "").await?;
     let pool =
         oncebox_store::connect_worker(&scratch.url, a.clients * 2 + 16, Duration::from_secs(5))
             .await?;

@@ -305,6 +305,19 @@ async fn report(
         .execute(&mut *tx)
         .await?;
     let after = lock(tx, before.id).await?;
+    audit(tx, before, after.status, actor, action, reason).await?;
+    Ok(after)
+}
+
+/// One row of the audit log for `actor`'s decision `action` on `before`, which left it `after`.
+async fn audit(
+    tx: &mut PgConnection,
+    before: &Intent,
+    after: Status,
+    actor: &Actor,
+    action: &str,
+    reason: Option<&str>,
+) -> Result<(), sqlx::Error> {
     sqlx::query(sql::AUDIT_INSERT)
         .bind(before.id)
         .bind(&actor.who)
@@ -313,10 +326,10 @@ async fn report(
         .bind(action)
         .bind(reason.filter(|r| !r.trim().is_empty()))
         .bind(before.status)
-        .bind(after.status)
+        .bind(after)
         .execute(&mut *tx)
         .await?;
-    Ok(after)
+    Ok(())
 }
 
 /// Runs `statement`, whose one parameter is the intent's id, records the operator's decision in
@@ -541,17 +554,7 @@ pub async fn skip(
             "intent {key} is not its lane's head: the lane has already moved past it"
         )));
     }
-    sqlx::query(sql::AUDIT_INSERT)
-        .bind(i.id)
-        .bind(&actor.who)
-        .bind(&actor.role)
-        .bind(&actor.via)
-        .bind("skip")
-        .bind(Some(why).filter(|r| !r.trim().is_empty()))
-        .bind(i.status)
-        .bind(i.status)
-        .execute(&mut *tx)
-        .await?;
+    audit(tx, &i, i.status, actor, "skip", Some(why)).await?;
     Ok(i)
 }
 
