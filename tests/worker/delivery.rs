@@ -1,5 +1,6 @@
 //! Delivery: retries with Retry-After, deadlines and exhausted attempts; wake-ups by NOTIFY
-//! alone; cancelled intents never sent; a panicking service stopping the worker.
+//! alone, and the notify rate past which a worker polls instead; cancelled intents never sent;
+//! a panicking service stopping the worker.
 
 use std::time::{Duration, SystemTime};
 
@@ -151,6 +152,76 @@ async fn work_still_arrives_after_the_listen_connection_is_cut() {
     assert!(worker.stop().await.success());
     assert_eq!(rx.total_effects(), 6);
     env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
+    let rx = receiver(true).await;
+    let env = Env::new("notifyrate", &config(&rx.url(), "key", "")).await;
+    // Polling far longer than the test, a notify rate of 50/s: below it only NOTIFY can wake
+    // the worker, above it the worker must deregister (submits stop notifying) and poll.
+    let args = ["--poll-interval", "1h", "--notify-below", "50"];
+    let worker = env.worker_with("w", &[], "5s", &args);
+    const REGISTERED: &str = "SELECT count(*) FROM oncebox.waiting_workers WHERE worker = 'w'";
+    env.wait_count(REGISTERED, 1).await;
+    // Slowly, one at a time: each is woken by its own NOTIFY, and the worker stays registered
+    // between them (the old policy deregistered on every claim that found work).
+    for i in 0..5 {
+        let key = format!("slow-{i}");
+        env.intent(key.clone(), json!({})).await;
+        env.wait_status(&key, "succeeded").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(env.count(REGISTERED).await, 1, "deregistered at {key}");
+    }
+    // A burst far above 50/s from 8 submitters, watched for the worker's deregistration.
+    let pool = env.pool.clone();
+    let watcher = tokio::spawn(async move {
+        for _ in 0..2000 {
+            let n: i64 = sqlx::query_scalar(REGISTERED)
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+            if n == 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        false
+    });
+    let env = std::sync::Arc::new(env);
+    let burst: Vec<_> = (0..8)
+        .map(|t| {
+            let env = env.clone();
+            tokio::spawn(async move {
+                for i in 0..60 {
+                    env.intent(format!("burst-{t}-{i}"), json!({})).await;
+                }
+            })
+        })
+        .collect();
+    for b in burst {
+        b.await.expect("submitter");
+    }
+    assert!(
+        watcher.await.expect("watcher"),
+        "the worker never stopped waiting while the burst came in"
+    );
+    env.wait_until(
+        Duration::from_secs(30),
+        "the burst to be delivered",
+        || async { env.count("SELECT count(*) FROM oncebox.outbox").await == 0 },
+    )
+    .await;
+    // Quiet again: it registers within a second or so, and NOTIFY alone wakes it once more.
+    env.wait_count(REGISTERED, 1).await;
+    env.intent("after", json!({})).await;
+    env.wait_status("after", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(rx.total_effects(), 5 + 8 * 60 + 1);
+    match std::sync::Arc::try_unwrap(env) {
+        Ok(env) => env.drop_db().await,
+        Err(_) => panic!("the submitters still hold the environment"),
+    }
 }
 
 #[tokio::test]

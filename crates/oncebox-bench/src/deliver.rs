@@ -1,7 +1,7 @@
 //! `oncebox-bench deliver`: the delivery pipeline against the raw claim+complete cycle, and
 //! AMQP delivery against a raw publisher-confirm loop.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,29 +88,131 @@ pub(crate) async fn drain_backlog(
     Ok((drain, worker))
 }
 
-/// [`drain_backlog`], also returning the WAL the drain wrote, in bytes: the server's WAL position
-/// before the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else
-/// should run meanwhile).
+/// Rows written to one table: inserted, updated (of which HOT: no index entry written), deleted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize)]
+pub(crate) struct Writes {
+    inserted: i64,
+    updated: i64,
+    hot_updated: i64,
+    deleted: i64,
+}
+
+impl Writes {
+    /// Rows written: inserted + updated + deleted.
+    pub(crate) fn rows(&self) -> i64 {
+        self.inserted + self.updated + self.deleted
+    }
+}
+
+/// Rows written so far, per oncebox table.
+async fn table_writes(pool: &PgPool) -> anyhow::Result<BTreeMap<String, Writes>> {
+    let rows: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(queries::TABLE_WRITES)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(t, inserted, updated, hot_updated, deleted)| {
+            let w = Writes {
+                inserted,
+                updated,
+                hot_updated,
+                deleted,
+            };
+            (t, w)
+        })
+        .collect())
+}
+
+/// The rows written per table since `before`, once the statistics count `n` of what `count`
+/// takes from `table` (each backend reports its counts up to ten seconds late); after 15 s,
+/// what they count then, with a warning.
+async fn writes_since(
+    pool: &PgPool,
+    before: &BTreeMap<String, Writes>,
+    n: usize,
+    (table, count): (&str, fn(&Writes) -> i64),
+) -> anyhow::Result<BTreeMap<String, Writes>> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = table_writes(pool).await?;
+        let diff: BTreeMap<String, Writes> = now
+            .iter()
+            .map(|(t, w)| {
+                let b = before.get(t).copied().unwrap_or_default();
+                let d = Writes {
+                    inserted: w.inserted - b.inserted,
+                    updated: w.updated - b.updated,
+                    hot_updated: w.hot_updated - b.hot_updated,
+                    deleted: w.deleted - b.deleted,
+                };
+                (t.clone(), d)
+            })
+            .filter(|(_, d)| d.rows() > 0)
+            .collect();
+        let seen = diff.get(table).map_or(0, count);
+        if seen >= n as i64 {
+            return Ok(diff);
+        }
+        if Instant::now() > deadline {
+            eprintln!("row counts incomplete: the statistics show {seen} of {n} rows of {table}");
+            return Ok(diff);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The WAL a phase wrote: bytes, and the positions around it (for `pg_waldump --stats`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Wal {
+    bytes: f64,
+    from: String,
+    to: String,
+}
+
+/// [`drain_backlog`], also returning the WAL the drain wrote: the server's WAL position before
+/// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
+/// run meanwhile).
 pub(crate) async fn drain_backlog_wal(
     pool: &PgPool,
     routes: &Routes,
     concurrency: u32,
     n: usize,
-) -> anyhow::Result<(f64, f64, Running)> {
+) -> anyhow::Result<(f64, Wal, Running)> {
+    let (drain, wal, _, worker) = drain_inner(pool, routes, concurrency, n, false).await?;
+    Ok((drain, wal, worker))
+}
+
+/// [`drain_backlog_wal`], also returning the rows the drain wrote per table (it waits for the
+/// statistics of the backlog's fill before starting the worker, and for the drain's after).
+async fn drain_counted(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: u32,
+    n: usize,
+) -> anyhow::Result<(f64, Wal, BTreeMap<String, Writes>, Running)> {
+    drain_inner(pool, routes, concurrency, n, true).await
+}
+
+async fn drain_inner(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: u32,
+    n: usize,
+    count_rows: bool,
+) -> anyhow::Result<(f64, Wal, BTreeMap<String, Writes>, Running)> {
+    let before_fill = table_writes(pool).await?;
     sqlx::query(queries::BACKLOG)
         .bind(i64::try_from(n).unwrap_or(i64::MAX))
         .execute(pool)
         .await?;
-    // VACUUM cannot run in the implicit transaction of a multi-statement query: one at a time.
-    for statement in queries::SETTLE
-        .split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && !s.lines().all(|l| l.starts_with("--")))
-    {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(pool)
-            .await?;
-    }
+    run_script(pool, queries::SETTLE).await?;
+    let at_start = match count_rows {
+        true => {
+            writes_since(pool, &before_fill, n, ("intents", |w| w.inserted)).await?;
+            table_writes(pool).await?
+        }
+        false => BTreeMap::new(),
+    };
     let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
         .fetch_one(pool)
         .await?;
@@ -120,10 +222,18 @@ pub(crate) async fn drain_backlog_wal(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let drain = started.elapsed().as_secs_f64();
-    let wal: f64 = sqlx::query_scalar(queries::WAL_SINCE)
+    let wal_end: String = sqlx::query_scalar(queries::WAL_POSITION)
+        .fetch_one(pool)
+        .await?;
+    let bytes: f64 = sqlx::query_scalar(queries::WAL_SINCE)
         .bind(&wal_start)
         .fetch_one(pool)
         .await?;
+    let wal = Wal {
+        bytes,
+        from: wal_start,
+        to: wal_end,
+    };
     let succeeded: i64 = sqlx::query_scalar(queries::SUCCEEDED)
         .fetch_one(pool)
         .await?;
@@ -131,7 +241,11 @@ pub(crate) async fn drain_backlog_wal(
         succeeded == n as i64,
         "backlog drained wrongly: {succeeded} of {n} intents succeeded"
     );
-    Ok((drain, wal, worker))
+    let writes = match count_rows {
+        true => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
+        false => BTreeMap::new(),
+    };
+    Ok((drain, wal, writes, worker))
 }
 
 async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
@@ -147,18 +261,42 @@ pub(crate) async fn noop_sink(
     action_extra: &str,
     sink_extra: &str,
 ) -> anyhow::Result<(Receiver, Config)> {
-    let receiver = Receiver::start(ReceiverConfig {
+    let receiver = noop_receiver().await?;
+    let config = Config::from_toml(&sink_toml(&receiver.url(), action_extra, sink_extra))?;
+    Ok((receiver, config))
+}
+
+/// A fresh key-honouring no-op receiver.
+pub(crate) async fn noop_receiver() -> anyhow::Result<Receiver> {
+    Receiver::start(ReceiverConfig {
         honours_keys: true,
         ..ReceiverConfig::default()
     })
     .await
-    .context("receiver")?;
-    let config = Config::from_toml(&format!(
+    .context("receiver")
+}
+
+/// The configuration text of [`noop_sink`] for a receiver at `url`.
+pub(crate) fn sink_toml(url: &str, action_extra: &str, sink_extra: &str) -> String {
+    format!(
         "[actions.noop]\ndestination = \"sink\"\n{action_extra}[destinations.sink]\n\
-         kind = \"http\"\nurl = \"{}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n{sink_extra}",
-        receiver.url()
-    ))?;
-    Ok((receiver, config))
+         kind = \"http\"\nurl = \"{url}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n{sink_extra}"
+    )
+}
+
+/// Runs each statement of `script` on its own (VACUUM cannot run inside the implicit
+/// transaction of a multi-statement query); comment-only pieces are skipped.
+pub(crate) async fn run_script(pool: &PgPool, script: &str) -> anyhow::Result<()> {
+    for statement in script
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && !s.lines().all(|l| l.starts_with("--")))
+    {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
 }
 
 async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
@@ -167,10 +305,12 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;
 
-    // 1. Throughput: drain a backlog.
-    let (drain, wal, worker) = drain_backlog_wal(&pool, &routes, a.concurrency, intents).await?;
+    // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
+    let (drain, wal, writes, worker) =
+        drain_counted(&pool, &routes, a.concurrency, intents).await?;
     let rate = intents as f64 / drain;
-    let wal_per_intent = wal / intents as f64;
+    let wal_per_intent = wal.bytes / intents as f64;
+    let rows_per_intent = writes.values().map(Writes::rows).sum::<i64>() as f64 / intents as f64;
     anyhow::ensure!(
         receiver.effects().len() == intents,
         "backlog drained wrongly: {} effects for {intents} intents",
@@ -193,7 +333,9 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
             json!({
                 "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency,
                 "deliveries_per_second": rate, "drain_seconds": drain,
-                "wal_bytes_per_delivery": wal_per_intent, "latency": paced, "raw_delivery_rps": raw,
+                "wal_bytes_per_delivery": wal_per_intent, "wal": wal,
+                "rows_per_delivery": rows_per_intent,
+                "rows_by_table": writes, "latency": paced, "raw_delivery_rps": raw,
                 "raw_wal_bytes_per_row": raw_wal, "ratio_to_raw": ratio,
             })
         );
@@ -206,6 +348,22 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     );
     println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
     println!("  WAL written per delivery (bytes, whole drain)               {wal_per_intent:>9.0}");
+    println!(
+        "    (WAL from {} to {}: pg_waldump --stats shows what)",
+        wal.from, wal.to
+    );
+    println!(
+        "  rows written per delivery (inserted + updated + deleted)    {rows_per_intent:>9.2}"
+    );
+    for (table, w) in &writes {
+        println!(
+            "    {table:<16} per delivery: {:.2} inserted, {:.2} updated ({:.2} HOT), {:.2} deleted",
+            w.inserted as f64 / intents as f64,
+            w.updated as f64 / intents as f64,
+            w.hot_updated as f64 / intents as f64,
+            w.deleted as f64 / intents as f64
+        );
+    }
     match raw {
         Some(r) => {
             println!("  raw claim(100)+complete cycle, pgbench, 2 clients          {r:>9.0}");
@@ -300,11 +458,7 @@ async fn paced_latency(
         })
         .collect();
     latencies.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1))
-            .copied()
-    };
+    let pct = |p: f64| crate::latency::percentile(&latencies, p);
     Ok(Paced {
         target_rate: target,
         achieved_rate: committed.len() as f64 / seconds as f64,

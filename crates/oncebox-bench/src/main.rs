@@ -2,14 +2,16 @@
 //! baseline in the same run, in alternating rounds, reported as medians and ratios (the machine
 //! is noisy; absolute numbers mean little, ratios measured together do).
 //!
-//! `cargo run --release -p oncebox-bench -- intake|deliver|tools|signing [--help]`. Exit codes: 0 ok, 1 the
+//! `cargo run --release -p oncebox-bench -- intake|deliver|latency|tools|signing|lanes [--help]`. Exit codes: 0 ok, 1 the
 //! benchmark failed (a database or broker error, a wrong result), 2 usage.
 
 mod baseline;
+mod chart;
 mod deliver;
 mod intake;
 mod intake_http;
 mod lanes;
+mod latency;
 mod queries;
 mod signing;
 mod tools;
@@ -42,6 +44,10 @@ enum What {
     /// claim+complete cycle of baseline/cycle.sql run by pgbench in the same run. With --amqp,
     /// into RabbitMQ against a raw publisher-confirm loop.
     Deliver(DeliverArgs),
+    /// End-to-end latency (submit commit → arrival at a local key-honouring receiver, over
+    /// HTTP) at fixed offered rates and at saturation, with 1 and then 2 `oncebox worker`
+    /// processes: p50, p90, p99 and max per rate, printed and drawn as a PNG chart.
+    Latency(LatencyArgs),
     /// MCP tool calls/s through /mcp (each submitting and waiting for its intent to settle at
     /// a local no-op receiver) against POST /v1/intents + GET ?wait= through the HTTP API, in
     /// alternating rounds, with one in-process API server and one in-process worker.
@@ -75,6 +81,57 @@ pub(crate) struct LanesArgs {
     /// Rounds (each drains once unordered and once ordered).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     rounds: u32,
+}
+
+/// The TTF the latency chart's text is drawn with (Debian's fonts-dejavu-core).
+pub(crate) const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// `oncebox-bench latency`.
+#[derive(Debug, Args)]
+pub(crate) struct LatencyArgs {
+    /// Postgres URL; the benchmark creates and drops its own database beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Offered rates in intents/s, comma-separated, in the order run; "max" is saturation
+    /// (every submitter submits again as soon as its commit returns).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10,100,500,1000,2000,max"
+    )]
+    rates: Vec<latency::Rate>,
+    /// Worker process counts, comma-separated: the whole curve is measured for each.
+    #[arg(long, value_delimiter = ',', default_value = "1,2",
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    workers: Vec<u32>,
+    /// Seconds measured per point (after the warm-up).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
+    /// Measure low rates longer, until at least this many intents (10/s and 300: 30 s).
+    #[arg(long, default_value_t = 300)]
+    min_samples: u32,
+    /// Milliseconds submitted at each point's rate before measuring starts.
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u64,
+    /// Submitting tasks, each with its own connection and one transaction per intent.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=500))]
+    submitters: u32,
+    /// Deliveries in flight at once in each worker process.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+    /// The `oncebox` binary run as the workers; default: the one beside this binary.
+    #[arg(long)]
+    oncebox_bin: Option<PathBuf>,
+    /// An argument passed on to every `oncebox worker` (repeatable), e.g.
+    /// --worker-arg=--notify-below=0 for the wake-up policy before issue 18.
+    #[arg(long = "worker-arg", allow_hyphen_values = true)]
+    worker_args: Vec<String>,
+    /// Where the PNG chart is written.
+    #[arg(long, default_value = "target/latency.png")]
+    chart: PathBuf,
+    /// A TrueType font for the chart's text.
+    #[arg(long, default_value = DEFAULT_FONT)]
+    font: PathBuf,
 }
 
 /// `oncebox-bench signing`.
@@ -220,6 +277,7 @@ fn main() -> ExitCode {
             What::Intake(a) if a.http => intake_http::run(a, cli.json).await,
             What::Intake(a) => intake::run(a, cli.json).await,
             What::Deliver(a) => deliver::run(a, cli.json).await,
+            What::Latency(a) => latency::run(a, cli.json).await,
             What::Tools(a) => tools::run(a, cli.json).await,
             What::Signing(a) => signing::run(a, cli.json).await,
             What::Lanes(a) => lanes::run(a, cli.json).await,

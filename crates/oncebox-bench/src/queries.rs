@@ -20,3 +20,9 @@ pub(crate) const RESET_JOURNAL: &str = include_str!("../queries/reset_journal.sq
 pub(crate) const WAL_POSITION: &str = include_str!("../queries/wal_position.sql");
 /// WAL bytes written since the position `$1`.
 pub(crate) const WAL_SINCE: &str = include_str!("../queries/wal_since.sql");
+/// Workers registered as waiting.
+pub(crate) const WAITING_WORKERS: &str = include_str!("../queries/waiting_workers.sql");
+/// Vacuum between two latency points.
+pub(crate) const BETWEEN_POINTS: &str = include_str!("../queries/between_points.sql");
+/// Rows written so far per oncebox table.
+pub(crate) const TABLE_WRITES: &str = include_str!("../queries/table_writes.sql");

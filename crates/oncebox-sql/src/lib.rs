@@ -41,6 +41,8 @@ statements! {
     INTENT_BY_KEY = "intent_by_key.sql";
     /// Claim a batch of one phase (SKIP LOCKED, lease, epoch + 1).
     CLAIM = "claim.sql";
+    /// The claimer's own session: generic plans, commits without waiting for the WAL flush.
+    CLAIM_SESSION = "claim_session.sql";
     /// Mark leased deliver rows dispatched (fenced).
     MARK_DISPATCHED = "mark_dispatched.sql";
     /// Move claimed reconcile rows' intents to reconciling (fenced).

@@ -100,6 +100,21 @@ pub async fn claim(
     Ok(rows.iter().filter_map(decode_claimed).collect())
 }
 
+/// A connection of its own for a claimer, taken out of `pool` (the pool opens another in its
+/// place) and set up by `claim_session.sql`: claims plan once, and commit without waiting for
+/// the WAL flush — safe for claims alone, as that statement's header explains. Only
+/// [`claim`] may run on it.
+///
+/// # Errors
+/// The database's error.
+pub async fn claim_session(pool: &sqlx::PgPool) -> Result<sqlx::PgConnection, sqlx::Error> {
+    let mut conn = pool.acquire().await?.detach();
+    sqlx::query(crate::sql::CLAIM_SESSION)
+        .execute(&mut conn)
+        .await?;
+    Ok(conn)
+}
+
 fn decode_claimed(row: &PgRow) -> Option<ClaimedRow> {
     match ClaimedRow::from_row(row) {
         Ok(claimed) => Some(claimed),

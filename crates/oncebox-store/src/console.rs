@@ -104,7 +104,8 @@ pub async fn end_session(db: impl PgExecutor<'_>, session_id: &str) -> Result<()
     Ok(())
 }
 
-/// Records that worker `worker` is alive (and whether it claims deliveries).
+/// Records that worker `worker` is alive (and whether it claims deliveries); returns how many
+/// workers that claim deliveries were seen in the last 15 seconds, this one included.
 ///
 /// # Errors
 /// The database's error.
@@ -112,13 +113,12 @@ pub async fn worker_seen(
     db: impl PgExecutor<'_>,
     worker: &str,
     delivers: bool,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(sql::WORKER_SEEN)
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(sql::WORKER_SEEN)
         .bind(worker)
         .bind(delivers)
-        .execute(db)
-        .await?;
-    Ok(())
+        .fetch_one(db)
+        .await
 }
 
 /// A worker as the console lists it.

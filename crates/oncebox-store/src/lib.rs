@@ -32,7 +32,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-pub use claim::{ClaimedRow, claim};
+pub use claim::{ClaimedRow, claim, claim_session};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, intent_by_key};
 pub use lease::{Lease, Phase};

@@ -219,16 +219,22 @@ async fn sessions_end_with_logout_or_their_token_and_workers_are_listed(pool: Pg
         .expect("revoke");
     assert!(console::session(&pool, &id).await.expect("find").is_none());
 
-    console::worker_seen(&pool, "w1", true).await.expect("seen");
-    console::worker_seen(&pool, "w2", false)
-        .await
-        .expect("seen");
-    console::worker_seen(&pool, "w1", true)
-        .await
-        .expect("seen again");
+    let seen = |w: &'static str, delivers: bool| console::worker_seen(&pool, w, delivers);
+    assert_eq!(seen("w1", true).await.expect("seen"), 1, "w1 counts itself");
+    assert_eq!(
+        seen("w2", false).await.expect("seen"),
+        1,
+        "w2 does not deliver"
+    );
+    assert_eq!(
+        seen("w3", true).await.expect("seen"),
+        2,
+        "w1 and w3 deliver"
+    );
+    assert_eq!(seen("w1", true).await.expect("seen again"), 2, "w1 once");
     let workers = console::workers(&pool).await.expect("workers");
     let names: Vec<&str> = workers.iter().map(|w| w.worker.as_str()).collect();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
     assert!(workers.iter().all(|w| w.seen_seconds_ago < 60.0));
     assert_eq!(
         workers

@@ -186,6 +186,15 @@ async fn every_decision_writes_an_audit_row_in_its_own_transaction(pool: PgPool)
     .execute(&pool)
     .await
     .expect("age");
+    let attempts = async |id: i64| -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts WHERE intent_id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("attempts")
+    };
+    let (review_attempts, failed_attempts) = (attempts(review).await, attempts(failed).await);
+    assert!(review_attempts > 0 && failed_attempts > 0);
     let purged = ops::purge(&pool, std::time::Duration::from_secs(30 * 86_400))
         .await
         .expect("purge");
@@ -193,4 +202,8 @@ async fn every_decision_writes_an_audit_row_in_its_own_transaction(pool: PgPool)
     let left = ops::audit_log(&pool, None, None, 10).await.expect("log");
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].idempotency_key, "failed");
+    // Its retry report goes with it (the trigger intents_purge_attempts: no foreign key since
+    // migration 0013); the other intent's stays.
+    assert_eq!(attempts(review).await, 0);
+    assert_eq!(attempts(failed).await, failed_attempts);
 }

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncebox_store::Phase;
+use oncebox_store::{ClaimedRow, Phase};
+use sqlx::PgConnection;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -25,12 +26,42 @@ const FILL_WAIT: Duration = Duration::from_millis(2);
 pub(crate) struct Claimer {
     outcomes: Outcomes,
     wakeup: Wakeup,
+    /// Its own connection (see `oncebox_store::claim_session`); made again after a failure.
+    session: Option<PgConnection>,
 }
 
 impl Claimer {
     /// A claimer sending outcomes to `outcomes` and woken by `wakeup`.
     pub(crate) fn new(outcomes: Outcomes, wakeup: Wakeup) -> Claimer {
-        Claimer { outcomes, wakeup }
+        Claimer {
+            outcomes,
+            wakeup,
+            session: None,
+        }
+    }
+
+    /// Claims up to `room` deliver rows on the claimer's own session, opening it first when
+    /// there is none; after an error the session is dropped and the next claim opens another.
+    async fn claim(&mut self, ctx: &Context, room: usize) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+        let settings = &ctx.settings;
+        let session = match &mut self.session {
+            Some(s) => s,
+            None => self
+                .session
+                .insert(oncebox_store::claim_session(&ctx.pool).await?),
+        };
+        let claimed = oncebox_store::claim(
+            &mut *session,
+            Phase::Deliver,
+            &settings.id,
+            room as i64,
+            settings.lease(),
+        )
+        .await;
+        if claimed.is_err() {
+            self.session = None;
+        }
+        claimed
     }
 }
 
@@ -49,14 +80,7 @@ impl Service for Claimer {
             let Some(room) = room(&ctx, &permits, &mut calls, &stop).await else {
                 continue;
             };
-            let claimed = oncebox_store::claim(
-                &ctx.pool,
-                Phase::Deliver,
-                &settings.id,
-                room as i64,
-                settings.lease(),
-            )
-            .await;
+            let claimed = self.claim(&ctx, room).await;
             let next = match claimed {
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
@@ -65,9 +89,12 @@ impl Service for Claimer {
                 Ok(rows) if rows.is_empty() => self.wakeup.idle(&ctx, &stop).await,
                 Ok(rows) => {
                     crate::crash::point("after_claim").await;
-                    self.wakeup.working(&ctx).await;
+                    self.wakeup.working(&ctx, rows.len()).await;
                     ctx.metrics.claimed(rows.len());
                     crate::dispatch::start(&ctx, rows, &permits, &self.outcomes, &mut calls).await;
+                    // Let the calls just spawned send their requests before the next claim:
+                    // a spawned task otherwise waits on this thread until the claimer yields.
+                    tokio::task::yield_now().await;
                     Next::Claim
                 }
             };

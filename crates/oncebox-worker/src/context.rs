@@ -2,6 +2,7 @@
 //! deliveries under way.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use oncebox_store::{ClaimedRow, Lease, Phase};
@@ -26,9 +27,22 @@ pub(crate) struct Context {
     pub(crate) in_flight: InFlight,
     /// The pool's circuit breakers, as last read.
     pub(crate) breakers: crate::breaker::Breakers,
+    /// Workers claiming deliveries, this one included, as the gauges last counted them.
+    pub(crate) delivering_workers: AtomicU32,
 }
 
 impl Context {
+    /// Workers claiming deliveries, this one included (at least 1).
+    pub(crate) fn delivering_workers(&self) -> u32 {
+        self.delivering_workers.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Records the gauges' count of workers claiming deliveries.
+    pub(crate) fn set_delivering_workers(&self, n: i64) {
+        let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        self.delivering_workers.store(n, Ordering::Relaxed);
+    }
+
     /// Claims up to `limit` rows of `phase` under this worker's lease; a failure is logged and
     /// claims nothing (the caller polls again).
     pub(crate) async fn claim_or_log(&self, phase: Phase, limit: i64) -> Vec<ClaimedRow> {

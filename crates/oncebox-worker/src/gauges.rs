@@ -2,7 +2,8 @@
 //! the age of its oldest row (a bounded count over the ready index), the intents waiting for
 //! reconciliation or a person per status, the dead letters not yet published and the circuit
 //! breakers, and the ordering lanes blocked by a failed head; records this worker as seen
-//! (`oncebox.workers`, the console's list of workers); and runs the ordering lanes' repair sweep
+//! (`oncebox.workers`, the console's list of workers) and learns how many workers deliver (the
+//! wake-up policy's estimate of the pool's rate); and runs the ordering lanes' repair sweep
 //! ([`oncebox_store::lanes::repair`]).
 
 use std::sync::Arc;
@@ -34,8 +35,9 @@ impl Service for Gauges {
             }
             // Seen by the console's list of workers.
             let (id, delivers) = (&ctx.settings.id, ctx.settings.deliver);
-            if let Err(e) = oncebox_store::console::worker_seen(&ctx.pool, id, delivers).await {
-                tracing::warn!(error = %e, "recording this worker as seen failed");
+            match oncebox_store::console::worker_seen(&ctx.pool, id, delivers).await {
+                Ok(n) => ctx.set_delivering_workers(n),
+                Err(e) => tracing::warn!(error = %e, "recording this worker as seen failed"),
             }
             match oncebox_store::breaker::states(&ctx.pool).await {
                 Ok(states) => ctx.metrics.breakers(&states),

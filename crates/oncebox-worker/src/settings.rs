@@ -23,10 +23,18 @@ pub struct WorkerSettings {
     pub grace: Duration,
     /// Completions recorded per statement, at most.
     pub record_batch: NonZeroUsize,
-    /// While work keeps arriving, look again this soon after an empty claim (no NOTIFY needed).
+    /// While work arrives faster than [`WorkerSettings::notify_below`], look again this soon
+    /// after an empty claim (no NOTIFY needed).
     pub busy_poll: NonZeroDuration,
-    /// After this long without work, register as waiting and sleep on LISTEN instead.
-    pub idle_after: Duration,
+    /// While the pool's new work arrives slower than this many rows per second, the worker
+    /// stays registered as waiting, so that every submit wakes it with NOTIFY (about half a
+    /// millisecond from commit to receiver); at or above it the worker deregisters and polls
+    /// every [`WorkerSettings::busy_poll`], so that a busy pool costs submits nothing (a
+    /// notifying commit takes a cluster-wide lock). The pool's rate is the notifications heard
+    /// (every waiting worker hears every notifying submit) or this worker's claim rate times
+    /// the delivering workers. It registers again once the rate falls below half of this, or
+    /// after a second without work (with 0, only then).
+    pub notify_below: u32,
     /// RabbitMQ URL for dead letters; without it they wait in the outbox.
     pub amqp_url: Option<String>,
     /// The dead-letter exchange; queues are `<exchange>.<reason>`.
@@ -63,7 +71,7 @@ impl Default for WorkerSettings {
             grace: Duration::from_secs(10),
             record_batch: nonzero(256),
             busy_poll: NonZeroDuration::from_millis(2),
-            idle_after: Duration::from_secs(1),
+            notify_below: 500,
             amqp_url: None,
             dead_letter_exchange: "oncebox.dead-letter".into(),
             deliver: true,

@@ -1,8 +1,15 @@
-//! When the claimer looks for work again: at once while work keeps coming (tight polling, no
-//! NOTIFY needed), and otherwise on LISTEN/NOTIFY with polling as the fallback. The protocol is
+//! When the claimer looks for work again. While the pool's work arrives slower than
+//! [`WorkerSettings::notify_below`](crate::WorkerSettings::notify_below) per second the worker
+//! stays registered as waiting and sleeps on LISTEN between claims, so each submit wakes it at
+//! its commit; faster than that it deregisters (submits stop notifying: a notifying commit takes
+//! a cluster-wide lock) and polls tightly, where every poll finds work anyway. The rate is the
+//! pool's, not this worker's: while registered, every waiting worker hears every notifying
+//! submit, so the notifications heard count them all; while polling, this worker's own claim
+//! rate times the number of delivering workers estimates it. The protocol is
 //! `oncebox_store`'s (see its `wake` module): LISTEN, register as waiting, claim once more, then
 //! wait — and after a lost LISTEN connection, the same again, since notifications sent while it
-//! was down are gone.
+//! was down are gone. Notifications already received are drained before each claim, never after
+//! it: a drained notification's commit precedes the claim, which therefore sees its row.
 
 use std::time::{Duration, Instant};
 
@@ -16,11 +23,56 @@ use crate::context::Context;
 /// submits stop counting it (and independent of the poll interval, which may be longer).
 const REFRESH: Duration = Duration::from_secs(15);
 
+/// After this long without work a worker registers whatever its recent rate.
+const IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// The window over which the claim rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(250);
+
 /// The claimer's wake-up state.
 pub(crate) struct Wakeup {
     listener: Option<PgListener>,
     registered: bool,
     last_work: Instant,
+    /// Rows this worker claimed.
+    claimed: RateMeter,
+    /// Notifications heard: the pool's notifying submits.
+    heard: RateMeter,
+}
+
+/// Events (rows claimed, notifications heard) per second, over the last completed window of
+/// [`RATE_WINDOW`].
+#[derive(Debug)]
+struct RateMeter {
+    since: Instant,
+    rows: usize,
+    per_second: f64,
+}
+
+impl RateMeter {
+    fn new() -> RateMeter {
+        RateMeter {
+            since: Instant::now(),
+            rows: 0,
+            per_second: 0.0,
+        }
+    }
+
+    /// Counts `n` more events now.
+    fn add(&mut self, n: usize) {
+        self.rows += n;
+    }
+
+    /// The rate of the last completed window (a window with no claims at all counts as zero).
+    fn rate(&mut self) -> f64 {
+        let elapsed = self.since.elapsed();
+        if elapsed >= RATE_WINDOW {
+            self.per_second = self.rows as f64 / elapsed.as_secs_f64();
+            self.rows = 0;
+            self.since = Instant::now();
+        }
+        self.per_second
+    }
 }
 
 /// What the claimer does after [`Wakeup::idle`].
@@ -42,13 +94,23 @@ impl Wakeup {
             listener: Some(listen(pool).await?),
             registered: false,
             last_work: Instant::now(),
+            claimed: RateMeter::new(),
+            heard: RateMeter::new(),
         })
     }
 
-    /// A claim returned work: submits need not wake this worker for a while.
-    pub(crate) async fn working(&mut self, ctx: &Context) {
+    /// The pool's rate of new work, as this worker can judge it.
+    fn pool_rate(&mut self, ctx: &Context) -> f64 {
+        let own = self.claimed.rate() * f64::from(ctx.delivering_workers());
+        own.max(self.heard.rate())
+    }
+
+    /// A claim returned `rows` rows: at or above the notify rate, submits stop waking this
+    /// worker (it polls instead).
+    pub(crate) async fn working(&mut self, ctx: &Context, rows: usize) {
         self.last_work = Instant::now();
-        if self.registered {
+        self.claimed.add(rows);
+        if self.registered && self.pool_rate(ctx) >= f64::from(ctx.settings.notify_below) {
             match oncebox_store::deregister_waiting(&ctx.pool, &ctx.settings.id).await {
                 Ok(()) => self.registered = false,
                 Err(e) => tracing::warn!(error = %e, "could not deregister as waiting"),
@@ -59,8 +121,9 @@ impl Wakeup {
     /// A claim found nothing: waits until it is worth claiming again.
     pub(crate) async fn idle(&mut self, ctx: &Context, stop: &CancellationToken) -> Next {
         let settings = &ctx.settings;
-        if self.last_work.elapsed() < settings.idle_after {
-            // Work arrived recently: poll tightly rather than make every submit NOTIFY
+        let slow = self.pool_rate(ctx) < f64::from(settings.notify_below) / 2.0;
+        if !self.registered && !slow && self.last_work.elapsed() < IDLE_AFTER {
+            // Work keeps coming fast: poll tightly rather than make every submit NOTIFY
             // (notifying commits serialise cluster-wide). An empty claim writes nothing.
             return sleep_or_stop(settings.busy_poll.get(), stop).await;
         }
@@ -100,7 +163,11 @@ impl Wakeup {
                 }
                 heard = listener.try_recv() => {
                     match heard {
-                        Ok(Some(_)) => return Next::Claim,
+                        Ok(Some(_)) => {
+                            let more = drain(listener).await;
+                            self.heard.add(1 + more);
+                            return Next::Claim;
+                        }
                         Ok(None) => {
                             // The connection was lost and made anew: what was sent meanwhile
                             // is gone. Register and claim once more.
@@ -123,6 +190,26 @@ impl Wakeup {
     pub(crate) async fn stop(&mut self, ctx: &Context) {
         if let Err(e) = oncebox_store::deregister_waiting(&ctx.pool, &ctx.settings.id).await {
             tracing::warn!(error = %e, "could not deregister as waiting; the mark expires in a minute");
+        }
+    }
+}
+
+/// Takes every notification already received, without waiting: one claim answers them all.
+/// (Not `tokio::time::timeout(ZERO, …)`: a timer fires on the next millisecond tick, which cost
+/// every wake-up about a millisecond.)
+/// Returns how many it took.
+async fn drain(listener: &mut PgListener) -> usize {
+    let mut n = 0;
+    loop {
+        tokio::select! {
+            biased;
+            heard = listener.try_recv() => {
+                if !matches!(heard, Ok(Some(_))) {
+                    return n;
+                }
+                n += 1;
+            }
+            () = std::future::ready(()) => return n,
         }
     }
 }

@@ -68,6 +68,7 @@ pub async fn run(
         metrics,
         in_flight: InFlight::default(),
         breakers: crate::breaker::Breakers::default(),
+        delivering_workers: std::sync::atomic::AtomicU32::new(1),
     });
     let (completer, outcomes) = Completer::new(capacity);
     let mut supervisor = Supervisor::new(ctx, cancel);

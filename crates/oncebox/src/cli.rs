@@ -636,13 +636,13 @@ pub(crate) struct WorkerArgs {
     /// the pod name.
     #[arg(long, env = "ONCEBOX_WORKER_ID")]
     pub(crate) id: Option<String>,
-    /// Serve Prometheus metrics at http://ADDR/metrics, with the probes /healthz (503 when a
-    /// loop has not turned for 3 leases) and /readyz (503 when the database does not answer),
-    /// e.g. 127.0.0.1:9187.
     /// Start even though the database's schema is newer than this binary (a rollback, when the
     /// newer release's notes say older binaries keep working).
     #[arg(long)]
     pub(crate) allow_newer_schema: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics, with the probes /healthz (503 when a
+    /// loop has not turned for 3 leases) and /readyz (503 when the database does not answer),
+    /// e.g. 127.0.0.1:9187.
     #[arg(long)]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Limits of the probe server on --metrics-addr.
@@ -654,6 +654,15 @@ pub(crate) struct WorkerArgs {
     /// Poll for work this often when no notification arrives (e.g. "500ms").
     #[arg(long, default_value_t = WorkerSettings::default().poll_interval)]
     pub(crate) poll_interval: NonZeroDuration,
+    /// While the pool's new work arrives slower than this many intents per second, stay
+    /// registered as waiting so that each submit wakes this worker with NOTIFY at its commit;
+    /// at or above it, poll every --busy-poll instead, so that submits do not pay for NOTIFY's
+    /// cluster-wide commit lock. 0: notify only after a second without work.
+    #[arg(long, default_value_t = WorkerSettings::default().notify_below)]
+    pub(crate) notify_below: u32,
+    /// Above --notify-below, look for work again this soon after an empty claim (e.g. "2ms").
+    #[arg(long, default_value_t = WorkerSettings::default().busy_poll)]
+    pub(crate) busy_poll: NonZeroDuration,
     /// On SIGTERM, wait this long for in-flight deliveries before releasing them.
     #[arg(long, default_value_t = HumanDuration(WorkerSettings::default().grace))]
     pub(crate) grace: HumanDuration,

@@ -9,9 +9,11 @@ use crate::cli::WorkerArgs;
 use crate::commands::load_config;
 use crate::exit::{CliError, CliResult};
 
-/// Postgres connections of a worker: claims, dispatch marks, up to three batched records, lease
-/// renewal, reconciliation, dead letters, the gauges and the LISTEN connection share them.
-const WORKER_CONNECTIONS: u32 = 8;
+/// Postgres connections of a worker's pool: dispatch marks, up to three batched records, lease
+/// renewal, reconciliation, dead letters, the gauges and the LISTEN connection share them. The
+/// delivery claimer takes one more out of it for its own session (the pool opens another in its
+/// place): 8 in all.
+const WORKER_CONNECTIONS: u32 = 7;
 
 pub(crate) async fn run(args: WorkerArgs) -> CliResult {
     let mut config = load_config(&args.config)?;
@@ -26,6 +28,8 @@ pub(crate) async fn run(args: WorkerArgs) -> CliResult {
         batch: args.batch,
         lease: args.lease,
         poll_interval: args.poll_interval,
+        busy_poll: args.busy_poll,
+        notify_below: args.notify_below,
         grace: args.grace.get(),
         amqp_url: args.amqp_url,
         dead_letter_exchange: args.dead_letter_exchange,

@@ -1,0 +1,214 @@
+//! The latency chart: milliseconds against offered load, both on log scales, drawn to a PNG with
+//! plotters' bitmap backend (no browser). Text is rendered from a TTF file read at run time.
+
+use std::path::Path;
+
+use anyhow::Context;
+use plotters::prelude::*;
+
+/// A line of the chart.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    /// Legend text.
+    pub(crate) label: String,
+    /// (offered intents/s, milliseconds), in offered order.
+    pub(crate) points: Vec<(f64, f64)>,
+    /// At saturation: (achieved intents/s, milliseconds), drawn as a hollow square off the line.
+    pub(crate) saturation: Option<(f64, f64)>,
+    /// Worker processes: picks the colour.
+    pub(crate) workers: u32,
+    /// A tail percentile: drawn thinner, with triangles instead of circles.
+    pub(crate) tail: bool,
+}
+
+/// What the chart shows.
+#[derive(Debug, Clone)]
+pub(crate) struct Chart {
+    /// The caption.
+    pub(crate) title: String,
+    /// The lines.
+    pub(crate) series: Vec<Series>,
+    /// Goals, drawn as grey crosses: (offered/s, percentile label, milliseconds).
+    pub(crate) goals: Vec<(f64, &'static str, f64)>,
+}
+
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 680;
+
+fn colour(workers: u32) -> RGBColor {
+    match workers {
+        1 => RGBColor(31, 119, 180),
+        2 => RGBColor(214, 39, 40),
+        3 => RGBColor(44, 160, 44),
+        _ => RGBColor(148, 103, 189),
+    }
+}
+
+/// Draws `chart` into the PNG at `path` (its directory is created), with `font` (a TTF file's
+/// bytes) for every text.
+///
+/// # Errors
+/// A font plotters cannot read, a directory or file that cannot be written, or an empty chart.
+pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<()> {
+    let all: Vec<(f64, f64)> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().copied().chain(s.saturation))
+        .chain(chart.goals.iter().map(|g| (g.0, g.2)))
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0 && y.is_finite())
+        .collect();
+    anyhow::ensure!(!all.is_empty(), "nothing to draw");
+    // The font lives as long as the process: plotters keeps a 'static reference to it.
+    let font: &'static [u8] = Box::leak(font.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
+        .map_err(|_| anyhow::anyhow!("the font file is not a TrueType or OpenType font"))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let (x_min, x_max) = bounds(all.iter().map(|p| p.0));
+    let (y_min, y_max) = bounds(all.iter().map(|p| p.1));
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the chart: {e:?}");
+    root.fill(&WHITE).map_err(e)?;
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(&chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d(
+            (x_min / 1.5..x_max * 1.5).log_scale(),
+            (y_min / 1.5..y_max * 1.5).log_scale(),
+        )
+        .map_err(e)?;
+    ctx.configure_mesh()
+        .x_desc("offered load, intents/s (saturation: at the rate achieved)")
+        .y_desc("milliseconds, commit to arrival")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| trim(*y))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    for s in &chart.series {
+        let c = colour(s.workers);
+        let width = if s.tail { 1 } else { 3 };
+        ctx.draw_series(LineSeries::new(s.points.clone(), c.stroke_width(width)))
+            .map_err(e)?
+            .label(&s.label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], c.stroke_width(width)));
+        if s.tail {
+            ctx.draw_series(
+                s.points
+                    .iter()
+                    .map(|&p| TriangleMarker::new(p, 6, c.filled())),
+            )
+            .map_err(e)?;
+        } else {
+            ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 5, c.filled())))
+                .map_err(e)?;
+        }
+        if let Some(p) = s.saturation {
+            let style = c.stroke_width(2);
+            ctx.draw_series(std::iter::once(
+                EmptyElement::at(p) + Rectangle::new([(-6, -6), (6, 6)], style),
+            ))
+            .map_err(e)?;
+        }
+    }
+    let hollow = RGBColor(60, 60, 60).stroke_width(2);
+    ctx.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(e)?
+        .label("saturation (at the rate reached)")
+        .legend(move |(x, y)| Rectangle::new([(x + 6, y - 6), (x + 18, y + 6)], hollow));
+    let grey = RGBColor(90, 90, 90);
+    ctx.draw_series(
+        chart
+            .goals
+            .iter()
+            .map(|&(x, _, y)| Cross::new((x, y), 7, grey.stroke_width(2))),
+    )
+    .map_err(e)?
+    .label("goal (issue 18): p50 and p99")
+    .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+/// A tick label without trailing zeros: 0.5, 1, 20.
+fn trim(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chart_is_a_png_of_the_set_size_and_an_empty_one_is_refused() {
+        let Ok(font) = std::fs::read(crate::DEFAULT_FONT) else {
+            panic!(
+                "{} is missing: apt-get install fonts-dejavu-core",
+                crate::DEFAULT_FONT
+            );
+        };
+        let dir = std::env::temp_dir().join(format!("oncebox-chart-{}", std::process::id()));
+        let path = dir.join("latency.png");
+        let chart = Chart {
+            title: "test".into(),
+            series: vec![
+                Series {
+                    label: "p50, 1 worker".into(),
+                    points: vec![(10.0, 1.0), (100.0, 1.2), (1000.0, 2.5)],
+                    saturation: Some((4000.0, 40.0)),
+                    workers: 1,
+                    tail: false,
+                },
+                Series {
+                    label: "p99, 2 workers".into(),
+                    points: vec![(10.0, 3.0), (100.0, 4.0), (1000.0, 12.0)],
+                    saturation: None,
+                    workers: 2,
+                    tail: true,
+                },
+            ],
+            goals: crate::latency::GOALS.to_vec(),
+        };
+        draw(&chart, &path, font).expect("drawn");
+        let bytes = std::fs::read(&path).expect("written");
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG signature");
+        // IHDR: width and height, big-endian, at bytes 16..24.
+        let w = u32::from_be_bytes(bytes[16..20].try_into().expect("4 bytes"));
+        let h = u32::from_be_bytes(bytes[20..24].try_into().expect("4 bytes"));
+        assert_eq!((w, h), (WIDTH, HEIGHT));
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
+        assert!(
+            draw(
+                &Chart {
+                    series: vec![],
+                    goals: vec![],
+                    ..chart
+                },
+                &path,
+                vec![0; 4]
+            )
+            .is_err()
+        );
+    }
+}
