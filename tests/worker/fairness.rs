@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
+use oncebox_receiver::Receiver;
 use serde_json::json;
 
 use crate::env::*;
@@ -67,12 +67,7 @@ fn ms(d: Duration) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_backlog_does_not_starve_another() {
     let _heavy = HEAVY.lock().await;
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     let env = Env::new("fair", &config(&rx.url(), "key", "")).await;
     let workers: Vec<_> = (0..2)
         .map(|i| env.worker(&format!("f{i}"), &[], "10s"))

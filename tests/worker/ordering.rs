@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
-use oncebox_receiver::{Receiver, ReceiverConfig};
+use oncebox_receiver::Receiver;
 use serde_json::{Value, json};
 
 use crate::env::*;
@@ -57,12 +57,7 @@ fn requests_per_lane(rx: &Receiver) -> BTreeMap<u64, Vec<u64>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lanes_arrive_in_order_through_worker_kills_and_503s() {
     let _heavy = HEAVY.lock().await;
-    let rx = Receiver::start(ReceiverConfig {
-        honours_keys: true,
-        ..ReceiverConfig::default()
-    })
-    .await
-    .expect("receiver");
+    let rx = receiver(true).await;
     let env = Env::new(
         "lanes",
         &config(
@@ -170,9 +165,7 @@ async fn lanes_arrive_in_order_through_worker_kills_and_503s() {
 /// and unordered intents are not held meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_head_blocks_its_lane_until_an_operator_skips_it() {
-    let rx = Receiver::start(ReceiverConfig::default())
-        .await
-        .expect("receiver");
+    let rx = receiver(false).await;
     let env = Env::new("lane_block", &config(&rx.url(), "key", "")).await;
     let ordered = |key: &str, lane: &str, faults: Value| NewIntent {
         ordering_key: Some(lane.into()),

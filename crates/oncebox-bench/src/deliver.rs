@@ -84,8 +84,8 @@ pub(crate) async fn drain_backlog(
     concurrency: u32,
     n: usize,
 ) -> anyhow::Result<(f64, Running)> {
-    let (drain, _, worker) = drain_backlog_wal(pool, routes, concurrency, n).await?;
-    Ok((drain, worker))
+    let (seconds, _, _, worker) = drain_measured(pool, routes, concurrency, n, false).await?;
+    Ok((seconds, worker))
 }
 
 /// Rows written to one table: inserted, updated (of which HOT: no index entry written), deleted.
@@ -169,31 +169,11 @@ pub(crate) struct Wal {
     to: String,
 }
 
-/// [`drain_backlog`], also returning the WAL the drain wrote: the server's WAL position before
+/// [`drain_backlog`], also returning the WAL the drain wrote — the server's WAL position before
 /// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
-/// run meanwhile).
-pub(crate) async fn drain_backlog_wal(
-    pool: &PgPool,
-    routes: &Routes,
-    concurrency: u32,
-    n: usize,
-) -> anyhow::Result<(f64, Wal, Running)> {
-    let (drain, wal, _, worker) = drain_inner(pool, routes, concurrency, n, false).await?;
-    Ok((drain, wal, worker))
-}
-
-/// [`drain_backlog_wal`], also returning the rows the drain wrote per table (it waits for the
+/// run meanwhile) — and, with `count_rows`, the rows it wrote per table (waiting for the
 /// statistics of the backlog's fill before starting the worker, and for the drain's after).
-async fn drain_counted(
-    pool: &PgPool,
-    routes: &Routes,
-    concurrency: u32,
-    n: usize,
-) -> anyhow::Result<(f64, Wal, BTreeMap<String, Writes>, Running)> {
-    drain_inner(pool, routes, concurrency, n, true).await
-}
-
-async fn drain_inner(
+async fn drain_measured(
     pool: &PgPool,
     routes: &Routes,
     concurrency: u32,
@@ -213,26 +193,15 @@ async fn drain_inner(
         }
         false => BTreeMap::new(),
     };
-    let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
-        .fetch_one(pool)
-        .await?;
+    let wal_start = wal_position(pool).await?;
     let started = Instant::now();
     let worker = start_worker(pool, routes, concurrency).await;
-    while outbox_left(pool).await? > 0 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let drain = started.elapsed().as_secs_f64();
-    let wal_end: String = sqlx::query_scalar(queries::WAL_POSITION)
-        .fetch_one(pool)
-        .await?;
-    let bytes: f64 = sqlx::query_scalar(queries::WAL_SINCE)
-        .bind(&wal_start)
-        .fetch_one(pool)
-        .await?;
+    outbox_drained(pool, Duration::from_millis(50)).await?;
+    let seconds = started.elapsed().as_secs_f64();
     let wal = Wal {
-        bytes,
+        bytes: wal_since(pool, &wal_start).await?,
         from: wal_start,
-        to: wal_end,
+        to: wal_position(pool).await?,
     };
     let succeeded: i64 = sqlx::query_scalar(queries::SUCCEEDED)
         .fetch_one(pool)
@@ -245,11 +214,46 @@ async fn drain_inner(
         true => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
         false => BTreeMap::new(),
     };
-    Ok((drain, wal, writes, worker))
+    Ok((seconds, wal, writes, worker))
 }
 
 async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(queries::OUTBOX_LEFT)
+        .fetch_one(pool)
+        .await?)
+}
+
+/// Waits until the outbox is empty — every outcome recorded — looking every `every`; fails when
+/// it stops shrinking for 2 minutes.
+pub(crate) async fn outbox_drained(pool: &PgPool, every: Duration) -> anyhow::Result<()> {
+    let (mut fewest, mut since) = (i64::MAX, Instant::now());
+    loop {
+        let left = outbox_left(pool).await?;
+        if left == 0 {
+            return Ok(());
+        }
+        if left < fewest {
+            (fewest, since) = (left, Instant::now());
+        }
+        anyhow::ensure!(
+            since.elapsed() < Duration::from_secs(120),
+            "{left} outbox rows left, none delivered for 2 minutes"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The server's WAL insert position, as text.
+pub(crate) async fn wal_position(pool: &PgPool) -> anyhow::Result<String> {
+    Ok(sqlx::query_scalar(queries::WAL_POSITION)
+        .fetch_one(pool)
+        .await?)
+}
+
+/// WAL bytes written since the position `from` (the whole cluster's).
+pub(crate) async fn wal_since(pool: &PgPool, from: &str) -> anyhow::Result<f64> {
+    Ok(sqlx::query_scalar(queries::WAL_SINCE)
+        .bind(from)
         .fetch_one(pool)
         .await?)
 }
@@ -307,7 +311,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
     let (drain, wal, writes, worker) =
-        drain_counted(&pool, &routes, a.concurrency, intents).await?;
+        drain_measured(&pool, &routes, a.concurrency, intents, true).await?;
     let rate = intents as f64 / drain;
     let wal_per_intent = wal.bytes / intents as f64;
     let rows_per_intent = writes.values().map(Writes::rows).sum::<i64>() as f64 / intents as f64;
@@ -506,9 +510,7 @@ async fn raw_delivery_rps(
             .await
     };
     let start = count().await?;
-    let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
-        .fetch_one(pool)
-        .await?;
+    let wal_start = wal_position(pool).await?;
     let out = tokio::process::Command::new("pgbench")
         .args(["-n", "-f"])
         .arg(&cycle)
@@ -529,10 +531,7 @@ async fn raw_delivery_rps(
         "pgbench failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let wal: f64 = sqlx::query_scalar(queries::WAL_SINCE)
-        .bind(&wal_start)
-        .fetch_one(pool)
-        .await?;
+    let wal = wal_since(pool, &wal_start).await?;
     let left = count().await?;
     if left == 0 {
         eprintln!("raw baseline drained its backlog early: raise --baseline-rows");

@@ -198,7 +198,7 @@ fn point_label(rate: Rate) -> String {
 /// each point starts from the same state.
 async fn settle(pool: &PgPool, workers: u32) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    settle_outbox(pool).await?;
+    crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
     crate::deliver::run_script(pool, queries::BETWEEN_POINTS).await?;
     loop {
         let waiting: i64 = sqlx::query_scalar(queries::WAITING_WORKERS)
@@ -315,9 +315,7 @@ async fn one_point(
         end: measured_from + Duration::from_secs_f64(seconds),
         submitters: a.submitters as usize,
     };
-    let wal_start: String = sqlx::query_scalar(queries::WAL_POSITION)
-        .fetch_one(pool)
-        .await?;
+    let wal_start = crate::deliver::wal_position(pool).await?;
     let cpu_start = postgres_cpu_seconds();
     let tasks: Vec<_> = (0..schedule.submitters)
         .map(|s| {
@@ -335,11 +333,8 @@ async fn one_point(
     submits.sort_by(f64::total_cmp);
     let arrivals = arrivals(receiver, &committed).await?;
     // Every outcome recorded: the WAL and CPU of whole intents.
-    settle_outbox(pool).await?;
-    let wal: f64 = sqlx::query_scalar(queries::WAL_SINCE)
-        .bind(&wal_start)
-        .fetch_one(pool)
-        .await?;
+    crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
+    let wal = crate::deliver::wal_since(pool, &wal_start).await?;
     let cpu = cpu_start
         .zip(postgres_cpu_seconds())
         .map(|(a, b)| (b - a) * 1000.0 / all.max(1) as f64);
@@ -396,24 +391,6 @@ fn postgres_cpu_seconds() -> Option<f64> {
         ticks += field(11) + field(12);
     }
     Some(ticks as f64 / TICKS)
-}
-
-/// Waits until the outbox is empty: every outcome recorded.
-async fn settle_outbox(pool: &PgPool) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let left: i64 = sqlx::query_scalar(queries::OUTBOX_LEFT)
-            .fetch_one(pool)
-            .await?;
-        if left == 0 {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{left} outbox rows still undelivered after 2 minutes"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Seconds to measure at `rate`: `seconds`, or longer when that would give fewer than
