@@ -22,6 +22,7 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl) # the TLS test makes it
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks and tests the alert rules
 command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests (Debian's own)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core) # oncebox-bench draws its latency chart with it
+command -v strace >/dev/null 2>&1 || missing+=(strace) # the test that every Postgres socket has TCP_NODELAY
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get"
   as_root apt-get update -qq

@@ -891,3 +891,63 @@ async fn a_schema_newer_than_the_binary_is_refused_with_a_clear_message() {
     assert!(serve.stop().await.success());
     db.drop_db().await;
 }
+
+/// Every connection oncebox opens to Postgres disables Nagle's algorithm. sqlx 0.9.0 stopped
+/// doing it (its issue 4335), and a statement longer than one TCP segment — a record of a few
+/// hundred outcomes, a large payload — then waited ~40 ms for the server's delayed ACK; the
+/// workspace patches sqlx-core until a release carries the fix (vendor/README.md). Watched
+/// with strace: each socket connected to Postgres's port gets `TCP_NODELAY` set before it is
+/// closed or the process ends.
+#[tokio::test]
+async fn every_postgres_socket_has_tcp_nodelay() {
+    let db = TestDb::new("nodelay").await;
+    let port = db
+        .url
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .expect("DATABASE_URL")
+        .get_port();
+    let trace = db.dir.join("strace.txt");
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=connect,setsockopt,close", "-o"])
+        .arg(&trace)
+        .args([BIN, "migrate"])
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .expect("strace (scripts/services.sh installs it)");
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = std::fs::read_to_string(&trace).expect("strace output");
+    let verdict = nodelay_verdict(&trace, port);
+    assert!(verdict.is_ok(), "{verdict:?}\n{trace}");
+    db.drop_db().await;
+}
+
+/// From an strace of connect, setsockopt and close: how many sockets connected to `port`, or
+/// the first that was closed (or left open) without `TCP_NODELAY`.
+fn nodelay_verdict(trace: &str, port: u16) -> Result<usize, String> {
+    let fd = |line: &str, call: &str| -> Option<u32> {
+        let rest = &line[line.find(&format!("{call}("))? + call.len() + 1..];
+        rest.split([',', ' ', ')']).next()?.parse().ok()
+    };
+    let (mut pending, mut connected) = (std::collections::HashSet::new(), 0);
+    for line in trace.lines() {
+        if let Some(n) = fd(line, "connect")
+            && line.contains(&format!("port=htons({port})"))
+        {
+            pending.insert(n);
+            connected += 1;
+        } else if let Some(n) = fd(line, "setsockopt")
+            && line.contains("TCP_NODELAY, [1]")
+        {
+            pending.remove(&n);
+        } else if let Some(n) = fd(line, "close")
+            && pending.contains(&n)
+        {
+            return Err(format!("fd {n} closed without TCP_NODELAY"));
+        }
+    }
+    match (connected, pending.is_empty()) {
+        (0, _) => Err(format!("no connection to port {port} seen")),
+        (_, false) => Err(format!("sockets without TCP_NODELAY: {pending:?}")),
+        (n, true) => Ok(n),
+    }
+}
