@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::DeliverArgs;
 use crate::baseline::{Scripts, pgbench_available};
+use crate::cpu::{CpuReading, CpuUse};
 use crate::queries;
 
 /// Runs the delivery benchmark in a scratch database of its own.
@@ -84,8 +85,8 @@ pub(crate) async fn drain_backlog(
     concurrency: u32,
     n: usize,
 ) -> anyhow::Result<(f64, Running)> {
-    let (seconds, _, _, worker) = drain_measured(pool, routes, concurrency, n, false).await?;
-    Ok((seconds, worker))
+    let (drain, worker) = drain_measured(pool, routes, concurrency, n, false).await?;
+    Ok((drain.seconds, worker))
 }
 
 /// Rows written to one table: inserted, updated (of which HOT: no index entry written), deleted.
@@ -169,17 +170,30 @@ pub(crate) struct Wal {
     to: String,
 }
 
+/// What [`drain_measured`] found, beside the worker it leaves running.
+pub(crate) struct Drain {
+    /// From the worker's start until the outbox was empty.
+    pub(crate) seconds: f64,
+    /// The WAL written meanwhile.
+    wal: Wal,
+    /// Rows written per table (empty unless asked for).
+    writes: BTreeMap<String, Writes>,
+    /// The machine's idle share and Postgres's CPU per delivery meanwhile (Linux only).
+    pub(crate) cpu: Option<CpuUse>,
+}
+
 /// [`drain_backlog`], also returning the WAL the drain wrote — the server's WAL position before
 /// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
-/// run meanwhile) — and, with `count_rows`, the rows it wrote per table (waiting for the
-/// statistics of the backlog's fill before starting the worker, and for the drain's after).
-async fn drain_measured(
+/// run meanwhile) — the CPU it used, and, with `count_rows`, the rows it wrote per table
+/// (waiting for the statistics of the backlog's fill before starting the worker, and for the
+/// drain's after).
+pub(crate) async fn drain_measured(
     pool: &PgPool,
     routes: &Routes,
     concurrency: u32,
     n: usize,
     count_rows: bool,
-) -> anyhow::Result<(f64, Wal, BTreeMap<String, Writes>, Running)> {
+) -> anyhow::Result<(Drain, Running)> {
     let before_fill = table_writes(pool).await?;
     sqlx::query(queries::BACKLOG)
         .bind(i64::try_from(n).unwrap_or(i64::MAX))
@@ -194,10 +208,12 @@ async fn drain_measured(
         false => BTreeMap::new(),
     };
     let wal_start = wal_position(pool).await?;
+    let cpu_start = CpuReading::now();
     let started = Instant::now();
     let worker = start_worker(pool, routes, concurrency).await;
-    outbox_drained(pool, Duration::from_millis(50)).await?;
+    outbox_drained(pool, Duration::from_millis(10)).await?;
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_start.zip(CpuReading::now()).map(|(a, b)| a.until(b, n));
     let wal = Wal {
         bytes: wal_since(pool, &wal_start).await?,
         from: wal_start,
@@ -214,7 +230,13 @@ async fn drain_measured(
         true => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
         false => BTreeMap::new(),
     };
-    Ok((seconds, wal, writes, worker))
+    let drain = Drain {
+        seconds,
+        wal,
+        writes,
+        cpu,
+    };
+    Ok((drain, worker))
 }
 
 async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
@@ -310,8 +332,13 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
-    let (drain, wal, writes, worker) =
-        drain_measured(&pool, &routes, a.concurrency, intents, true).await?;
+    let (measured, worker) = drain_measured(&pool, &routes, a.concurrency, intents, true).await?;
+    let Drain {
+        seconds: drain,
+        wal,
+        writes,
+        cpu,
+    } = measured;
     let rate = intents as f64 / drain;
     let wal_per_intent = wal.bytes / intents as f64;
     let rows_per_intent = writes.values().map(Writes::rows).sum::<i64>() as f64 / intents as f64;
@@ -339,7 +366,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
                 "deliveries_per_second": rate, "drain_seconds": drain,
                 "wal_bytes_per_delivery": wal_per_intent, "wal": wal,
                 "rows_per_delivery": rows_per_intent,
-                "rows_by_table": writes, "latency": paced, "raw_delivery_rps": raw,
+                "rows_by_table": writes, "cpu": cpu, "latency": paced, "raw_delivery_rps": raw,
                 "raw_wal_bytes_per_row": raw_wal, "ratio_to_raw": ratio,
             })
         );
@@ -359,6 +386,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     println!(
         "  rows written per delivery (inserted + updated + deleted)    {rows_per_intent:>9.2}"
     );
+    print_cpu(cpu);
     for (table, w) in &writes {
         println!(
             "    {table:<16} per delivery: {:.2} inserted, {:.2} updated ({:.2} HOT), {:.2} deleted",
@@ -390,6 +418,20 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
         ms(paced.p99_ms)
     );
     Ok(())
+}
+
+/// The drain's CPU lines (nothing without /proc).
+fn print_cpu(cpu: Option<CpuUse>) {
+    if let Some(c) = cpu {
+        println!(
+            "  machine CPU idle during the drain (%)                       {:>9.0}",
+            c.idle_share * 100.0
+        );
+        println!(
+            "  Postgres CPU per delivery (ms, whole drain)                 {:>9.3}",
+            c.postgres_ms_per_unit
+        );
+    }
 }
 
 /// End-to-end latency at a paced rate.
@@ -566,11 +608,15 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
     let routes = Routes::from_config(&config, Some(&a.amqp_url))?;
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;
-    let (drain, worker) = drain_backlog(&pool, &routes, a.concurrency, intents).await?;
-    let ours = intents as f64 / drain;
+    let (drain, worker) = drain_measured(&pool, &routes, a.concurrency, intents, false).await?;
+    let ours = intents as f64 / drain.seconds;
     worker.stop().await?;
 
+    let raw_start = CpuReading::now();
     let raw = raw_publish_rate(&channel, &queue, intents).await?;
+    let raw_cpu = raw_start
+        .zip(CpuReading::now())
+        .map(|(a, b)| a.until(b, intents));
     if let Err(e) = channel
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await
@@ -587,19 +633,31 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
         println!(
             "{}",
             json!({"benchmark": "deliver-amqp", "intents": a.intents, "concurrency": a.concurrency,
-                   "deliveries_per_second": ours, "raw_publish_confirm_per_second": raw, "ratio_to_raw": ours / raw})
+                   "deliveries_per_second": ours, "cpu": drain.cpu, "raw_publish_confirm_per_second": raw,
+                   "raw_cpu": raw_cpu, "ratio_to_raw": ours / raw})
         );
     } else {
         println!(
             "deliver --amqp: backlog of {} intents, one worker, concurrency {}, confirm window {CONFIRM_WINDOW}",
             a.intents, a.concurrency
         );
-        println!("  oncebox deliveries/s (publisher confirms, persistent)   {ours:>9.0}");
-        println!("  raw lapin publisher-confirm loop, same message/window   {raw:>9.0}");
         println!(
-            "  ratio oncebox / raw                                     {:>9.2}",
-            ours / raw
+            "  {:<59}{ours:>9.0}",
+            "oncebox deliveries/s (publisher confirms, persistent)"
         );
+        print_cpu(drain.cpu);
+        println!(
+            "  {:<59}{raw:>9.0}",
+            "raw lapin publisher-confirm loop, same message/window"
+        );
+        if let Some(c) = raw_cpu {
+            println!(
+                "  {:<59}{:>9.0}",
+                "machine CPU idle during the raw loop (%)",
+                c.idle_share * 100.0
+            );
+        }
+        println!("  {:<59}{:>9.2}", "ratio oncebox / raw", ours / raw);
     }
     Ok(())
 }

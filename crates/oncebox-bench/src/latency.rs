@@ -316,7 +316,7 @@ async fn one_point(
         submitters: a.submitters as usize,
     };
     let wal_start = crate::deliver::wal_position(pool).await?;
-    let cpu_start = postgres_cpu_seconds();
+    let cpu_start = crate::cpu::postgres_cpu_seconds();
     let tasks: Vec<_> = (0..schedule.submitters)
         .map(|s| {
             let (pool, intake, tag) = (pool.clone(), intake.clone(), tag.to_owned());
@@ -336,7 +336,7 @@ async fn one_point(
     crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
     let wal = crate::deliver::wal_since(pool, &wal_start).await?;
     let cpu = cpu_start
-        .zip(postgres_cpu_seconds())
+        .zip(crate::cpu::postgres_cpu_seconds())
         .map(|(a, b)| (b - a) * 1000.0 / all.max(1) as f64);
     let mut ms: Vec<f64> = committed
         .iter()
@@ -362,35 +362,6 @@ async fn one_point(
         wal_bytes_per_intent: wal / all.max(1) as f64,
         postgres_cpu_ms_per_intent: cpu,
     })
-}
-
-/// CPU seconds (user + system) used so far by the processes named `postgres` — the server and
-/// its backends — from Linux's /proc; `None` where there is no /proc.
-fn postgres_cpu_seconds() -> Option<f64> {
-    // Clock ticks per second: 100 on every Linux this runs on (USER_HZ).
-    const TICKS: f64 = 100.0;
-    let mut ticks = 0u64;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state … utime stime: fields 14 and 15, counted after the ')'.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if !head.ends_with("(postgres") {
-            continue;
-        }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        ticks += field(11) + field(12);
-    }
-    Some(ticks as f64 / TICKS)
 }
 
 /// Seconds to measure at `rate`: `seconds`, or longer when that would give fewer than

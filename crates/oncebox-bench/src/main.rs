@@ -7,6 +7,7 @@
 
 mod baseline;
 mod chart;
+mod cpu;
 mod deliver;
 mod intake;
 mod intake_http;

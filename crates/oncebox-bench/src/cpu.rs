@@ -1,0 +1,110 @@
+//! CPU use from Linux's /proc: the Postgres server's processes, and the whole machine's idle
+//! share, read before and after a measured stretch. `None` where there is no /proc.
+
+/// Clock ticks per second in /proc: 100 on every Linux this runs on (USER_HZ).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds (user + system) used so far by the processes named `postgres` — the server and
+/// its backends.
+pub(crate) fn postgres_cpu_seconds() -> Option<f64> {
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state … utime stime: fields 14 and 15, counted after the ')'.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if !head.ends_with("(postgres") {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        ticks += field(11) + field(12);
+    }
+    Some(ticks as f64 / TICKS)
+}
+
+/// A reading of the machine's and Postgres's CPU counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CpuReading {
+    /// All CPUs' ticks so far, idle and I/O wait included.
+    total: u64,
+    /// Their idle and I/O-wait ticks.
+    idle: u64,
+    /// Postgres's CPU seconds so far.
+    postgres: f64,
+}
+
+/// CPU used between two readings.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct CpuUse {
+    /// The share of the machine's CPU time that was idle (0–1).
+    pub(crate) idle_share: f64,
+    /// Postgres's CPU time per unit of work, in milliseconds.
+    pub(crate) postgres_ms_per_unit: f64,
+}
+
+impl CpuReading {
+    /// Reads the counters now.
+    pub(crate) fn now() -> Option<CpuReading> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal …
+        Some(CpuReading {
+            total: ticks.iter().take(8).sum(),
+            idle: ticks.get(3)? + ticks.get(4)?,
+            postgres: postgres_cpu_seconds()?,
+        })
+    }
+
+    /// What was used from this reading to `later`, over `units` of work.
+    pub(crate) fn until(self, later: CpuReading, units: usize) -> CpuUse {
+        let total = later.total.saturating_sub(self.total).max(1) as f64;
+        CpuUse {
+            idle_share: later.idle.saturating_sub(self.idle) as f64 / total,
+            postgres_ms_per_unit: (later.postgres - self.postgres) * 1000.0 / units.max(1) as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn use_between_readings_is_the_idle_share_and_postgres_time_per_unit() {
+        let a = CpuReading {
+            total: 1_000,
+            idle: 400,
+            postgres: 2.0,
+        };
+        let b = CpuReading {
+            total: 1_200,
+            idle: 450,
+            postgres: 2.5,
+        };
+        let used = a.until(b, 1_000);
+        assert!((used.idle_share - 0.25).abs() < 1e-9, "{used:?}");
+        assert!((used.postgres_ms_per_unit - 0.5).abs() < 1e-9, "{used:?}");
+    }
+
+    #[test]
+    fn this_machine_s_counters_read_and_only_grow() {
+        let a = CpuReading::now().expect("/proc on Linux");
+        let b = CpuReading::now().expect("/proc on Linux");
+        assert!(a.idle <= a.total && b.total >= a.total && b.postgres >= a.postgres);
+    }
+}
