@@ -6,7 +6,7 @@ const TICKS: f64 = 100.0;
 
 /// CPU seconds (user + system) used so far by the processes named `postgres` — the server and
 /// its backends.
-pub(crate) fn postgres_cpu_seconds() -> Option<f64> {
+fn postgres_cpu_seconds() -> Option<f64> {
     let mut ticks = 0u64;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {

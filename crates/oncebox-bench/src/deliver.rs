@@ -332,13 +332,15 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
-    let (measured, worker) = drain_measured(&pool, &routes, a.concurrency, intents, true).await?;
-    let Drain {
-        seconds: drain,
-        wal,
-        writes,
-        cpu,
-    } = measured;
+    let (
+        Drain {
+            seconds: drain,
+            wal,
+            writes,
+            cpu,
+        },
+        worker,
+    ) = drain_measured(&pool, &routes, a.concurrency, intents, true).await?;
     let rate = intents as f64 / drain;
     let wal_per_intent = wal.bytes / intents as f64;
     let rows_per_intent = writes.values().map(Writes::rows).sum::<i64>() as f64 / intents as f64;

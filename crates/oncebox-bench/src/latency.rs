@@ -316,7 +316,7 @@ async fn one_point(
         submitters: a.submitters as usize,
     };
     let wal_start = crate::deliver::wal_position(pool).await?;
-    let cpu_start = crate::cpu::postgres_cpu_seconds();
+    let cpu_start = crate::cpu::CpuReading::now();
     let tasks: Vec<_> = (0..schedule.submitters)
         .map(|s| {
             let (pool, intake, tag) = (pool.clone(), intake.clone(), tag.to_owned());
@@ -336,8 +336,8 @@ async fn one_point(
     crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
     let wal = crate::deliver::wal_since(pool, &wal_start).await?;
     let cpu = cpu_start
-        .zip(crate::cpu::postgres_cpu_seconds())
-        .map(|(a, b)| (b - a) * 1000.0 / all.max(1) as f64);
+        .zip(crate::cpu::CpuReading::now())
+        .map(|(a, b)| a.until(b, all).postgres_ms_per_unit);
     let mut ms: Vec<f64> = committed
         .iter()
         .map(|(k, t)| arrivals[k].saturating_duration_since(*t).as_secs_f64() * 1000.0)
