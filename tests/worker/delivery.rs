@@ -1,6 +1,6 @@
 //! Delivery: retries with Retry-After, deadlines and exhausted attempts; wake-ups by NOTIFY
 //! alone, and the notify rate past which a worker polls instead; cancelled intents never sent;
-//! a panicking service stopping the worker.
+//! a panicking service stopping the worker; an outcome stuck on a lock not holding up others.
 
 use std::time::{Duration, SystemTime};
 
@@ -266,6 +266,55 @@ async fn cancelled_intents_are_never_dispatched() {
         ["kept-1"],
         "the cancelled intent never reached the receiver"
     );
+    env.drop_db().await;
+}
+
+/// The completer writes one record statement at a time, so that outcomes batch up behind it, but
+/// one stuck on a lock must not hold up the rest: here another transaction holds the journal row
+/// of the first intent, so the statement recording its outcome waits on the lock; the second
+/// intent is delivered and recorded while the lock is still held, and the first is recorded
+/// once it is released. Each was delivered once.
+#[tokio::test]
+async fn an_outcome_stuck_on_a_row_lock_does_not_hold_up_the_others() {
+    let rx = receiver(true).await;
+    let env = Env::new("record_lock", &config(&rx.url(), "key", "")).await;
+    env.intent("locked-1", json!({})).await;
+    let mut holder = env.pool.begin().await.expect("begin");
+    sqlx::query(
+        "SELECT 1 FROM oncebox.intents WHERE idempotency_key = 'locked-1' FOR NO KEY UPDATE",
+    )
+    .execute(&mut *holder)
+    .await
+    .expect("lock the journal row");
+    let worker = env.worker("w", &[], "30s");
+    // The record of locked-1 is waiting on the lock before the next intent exists, so the two
+    // outcomes cannot share a statement.
+    env.wait_until(
+        Duration::from_secs(20),
+        "the record statement to wait on the lock",
+        || async {
+            env.count(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await
+                == 1
+        },
+    )
+    .await;
+    env.intent("free-1", json!({})).await;
+    env.wait_status("free-1", "succeeded").await;
+    assert_ne!(
+        env.status_of("locked-1").await,
+        "succeeded",
+        "the locked journal row cannot have been written yet"
+    );
+    holder.commit().await.expect("release the lock");
+    env.wait_status("locked-1", "succeeded").await;
+    assert!(worker.stop().await.success());
+    let mut keys: Vec<String> = rx.seen().into_iter().map(|s| s.key).collect();
+    keys.sort();
+    assert_eq!(keys, ["free-1", "locked-1"], "each delivered once");
     env.drop_db().await;
 }
 

@@ -215,9 +215,11 @@ pub(crate) struct DeliverArgs {
     /// Intents in the backlog.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
     intents: u32,
-    /// Worker tasks in flight at once (one in-process worker).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
-    concurrency: u32,
+    /// Worker tasks in flight at once (one in-process worker) [default: 256; with --amqp 512,
+    /// twice the confirm window, so that claimed rows wait ready for the confirm slots that
+    /// free up, as the raw loop's next message does]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: Option<u32>,
     /// Seconds of the paced latency run (and of the pgbench baseline).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,

@@ -94,7 +94,12 @@ fn bench_intake_reports_both_sides_and_a_ratio() {
 
 #[test]
 fn bench_deliver_over_amqp_reports_both_sides() {
-    let r = report("deliver --amqp --intents 300 --concurrency 32");
+    let r = report("deliver --amqp --intents 300");
+    assert_eq!(r["confirm_window"], 256, "{r}");
+    assert_eq!(
+        r["concurrency"], 512,
+        "by default twice the confirm window in flight: {r}"
+    );
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
     assert!(
         r["raw_publish_confirm_per_second"].as_f64() > Some(0.0),
@@ -108,6 +113,7 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
     let r =
         report("deliver --intents 300 --seconds 1 --concurrency 32 --baseline-dir /nonexistent");
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+    assert_eq!(r["concurrency"], 32, "{r}");
     assert!(r["latency"]["samples"].as_u64() > Some(0), "{r}");
     assert!(
         r["raw_delivery_rps"].is_null(),

@@ -287,6 +287,11 @@ impl Metrics {
         }
     }
 
+    /// The deliveries counted so far, every outcome and destination.
+    pub fn deliveries_total(&self) -> u64 {
+        lock(&self.deliveries).values().sum()
+    }
+
     /// The deliveries counted so far with `outcome`, over all destinations.
     pub fn deliveries_with(&self, outcome: &str) -> u64 {
         lock(&self.deliveries)
