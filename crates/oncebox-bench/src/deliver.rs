@@ -23,7 +23,6 @@ use crate::baseline::{Scripts, pgbench_available};
 use crate::cpu::{CpuReading, CpuUse};
 use crate::queries;
 
-/// Runs the delivery benchmark in a scratch database of its own.
 impl DeliverArgs {
     /// `--concurrency`, or its default for the transport measured.
     fn concurrency(&self) -> u32 {
@@ -35,6 +34,7 @@ impl DeliverArgs {
     }
 }
 
+/// Runs the delivery benchmark in a scratch database of its own.
 pub(crate) async fn run(a: DeliverArgs, json_out: bool) -> anyhow::Result<()> {
     crate::in_scratch(&a.database_url, "deliver", async |scratch| {
         if a.amqp {

@@ -22,8 +22,8 @@ const WRITES_IN_FLIGHT: usize = 3;
 /// How long the record statement in flight runs before another may start beside it. A record
 /// takes 1–10 ms; one that runs longer waits on a row lock or is retrying, and should not hold
 /// up the outcomes behind it. Below that, outcomes wait for the statement in flight: batches of
-/// ~110 outcomes instead of ~40 when draining over AMQP, a quarter less Postgres CPU per
-/// delivery, and no loss of latency at 100–2,000 intents/s (`docs/capacity.md`).
+/// ~130 outcomes instead of ~40 when draining over AMQP, about a third less Postgres CPU per
+/// delivery, and no loss of latency at 10–2,000 intents/s (`docs/capacity.md`).
 const SLOW_WRITE: Duration = Duration::from_millis(25);
 
 /// Where the claimer and the reconciler send their outcomes.
