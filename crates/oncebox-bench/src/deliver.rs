@@ -94,22 +94,11 @@ impl Running {
     /// before they are recorded: [`outbox_drained`] confirms the end. Fails if the worker stops,
     /// or delivers nothing for 2 minutes.
     pub(crate) async fn delivered(&self, n: u64) -> anyhow::Result<()> {
-        let (mut most, mut since) = (0, Instant::now());
-        loop {
-            let done = self.metrics.deliveries_total();
-            if done >= n {
-                return Ok(());
-            }
-            if done > most {
-                (most, since) = (done, Instant::now());
-            }
+        until_none_left("deliveries to make", Duration::from_millis(1), || async {
             anyhow::ensure!(!self.task.is_finished(), "the worker stopped mid-drain");
-            anyhow::ensure!(
-                since.elapsed() < Duration::from_secs(120),
-                "{done} of {n} deliveries made, none for 2 minutes"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+            Ok(n.saturating_sub(self.metrics.deliveries_total()))
+        })
+        .await
     }
 
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
@@ -290,18 +279,31 @@ async fn outbox_left(pool: &PgPool) -> anyhow::Result<i64> {
 /// Waits until the outbox is empty — every outcome recorded — looking every `every`; fails when
 /// it stops shrinking for 2 minutes.
 pub(crate) async fn outbox_drained(pool: &PgPool, every: Duration) -> anyhow::Result<()> {
-    let (mut fewest, mut since) = (i64::MAX, Instant::now());
+    until_none_left("outbox rows left", every, || async {
+        Ok(u64::try_from(outbox_left(pool).await?).unwrap_or(0))
+    })
+    .await
+}
+
+/// Asks `left` every `every` until it answers 0; fails on its error, or when it has not gone
+/// down for 2 minutes (then naming `what` and how many are left).
+async fn until_none_left<F, Fut>(what: &str, every: Duration, mut left: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<u64>>,
+{
+    let (mut fewest, mut since) = (u64::MAX, Instant::now());
     loop {
-        let left = outbox_left(pool).await?;
-        if left == 0 {
+        let now_left = left().await?;
+        if now_left == 0 {
             return Ok(());
         }
-        if left < fewest {
-            (fewest, since) = (left, Instant::now());
+        if now_left < fewest {
+            (fewest, since) = (now_left, Instant::now());
         }
         anyhow::ensure!(
             since.elapsed() < Duration::from_secs(120),
-            "{left} outbox rows left, none delivered for 2 minutes"
+            "{now_left} {what}, none for 2 minutes"
         );
         tokio::time::sleep(every).await;
     }
