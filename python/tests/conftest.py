@@ -129,7 +129,9 @@ class Services:
 
     def start(self, args: list[str], port: int, what: str) -> subprocess.Popen[bytes]:
         log = (self.tmp / f"{what}.log").open("wb")
-        env = {**os.environ, "ONCEBOX_REDACTION_KEYS": REDACTION_KEYS, "RUST_LOG": "info"}
+        # Everything the binary logs, down to each delivery: what a test reads in a log (and
+        # what must never be there) is all there is to read.
+        env = {**os.environ, "ONCEBOX_REDACTION_KEYS": REDACTION_KEYS, "ONCEBOX_LOG": "debug"}
         proc = subprocess.Popen(
             [str(self.bin), *args], stdout=log, stderr=subprocess.STDOUT, env=env
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ from typing import Any, cast
 
 import httpx2
 import psycopg
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -132,7 +134,7 @@ def test_over_stdio_tools_match_the_config_and_a_call_is_delivered_once(
 
 
 def test_over_http_20_identical_calls_make_one_intent_and_tenants_are_apart(
-    services: Services,
+    services: Services, caplog: pytest.LogCaptureFixture
 ) -> None:
     services.receiver()
     services.worker()
@@ -163,9 +165,13 @@ def test_over_http_20_identical_calls_make_one_intent_and_tenants_are_apart(
             assert own["idempotency_key"] == key
             assert own["status"] == "succeeded"
 
-    asyncio.run(main())
+    with caplog.at_level(logging.DEBUG, logger="mcp"):
+        asyncio.run(main())
     assert intents(services.db_url, "tenant-a") == 2
     assert intents(services.db_url, "tenant-b") == 1
+    # Each client ended its session (DELETE) and the gateway answered as the SDK expects.
+    ended = [r.getMessage() for r in caplog.records if "termination" in r.getMessage().lower()]
+    assert ended == [], ended
 
 
 def test_over_http_a_token_is_required_and_foreign_hosts_and_origins_are_refused(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -231,7 +232,12 @@ def test_deliveries_and_lookups_are_signed_for_standard_webhooks_verifiers(
     assert lookup.headers["webhook-id"] == "refund-lost"
     new.verify(b"", lookup.headers, json_parse=False)
     assert lookup.headers["webhook-signature"].startswith("v1,")
-    # No secret reached a log.
+    # No secret reached a log — a log that holds every delivery and lookup it made.
+    worker_log = services.log("worker")
+    for key in ("inv-1", "inv-retry", "refund-lost"):
+        delivered = [line for line in worker_log.splitlines() if "delivered" in line]
+        assert any(re.search(rf"\bkey={key}\b", line) for line in delivered), key
+    assert "reconciled" in worker_log, "the lookup is logged"
     for name in ("worker", "serve"):
         log = services.log(name)
         for secret in (NEW, OLD, ED):

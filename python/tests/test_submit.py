@@ -218,13 +218,8 @@ def test_32_threads_submitting_one_key_make_one_row_and_32_answers_naming_it(
     assert count(db_url, "outbox") == 1
 
 
-def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
-    db_url: str, intake: oncebox.Intake, oncebox_bin: Path, tmp_path: Path
-) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(config_toml())
-    arguments = {"card": "4111111111111111", "cvv": "123", "amount": "5.00"}
-    deadline = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+def rust_submit(oncebox_bin: Path, db_url: str, config: Path, tenant: str, *extra: str) -> None:
+    """``oncebox submit`` of tenant ``tenant`` with ``extra`` arguments (ending with the key)."""
     subprocess.run(
         [
             oncebox_bin,
@@ -234,26 +229,50 @@ def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
             "--config",
             str(config),
             "--tenant",
-            "rust",
-            "--action",
-            "charge_card",
-            "--arguments",
-            json.dumps(arguments),
-            "--business-ref",
-            "b",
-            "--run-id",
-            "r",
-            "--step",
-            "s",
-            "--deadline",
-            deadline.isoformat(),
-            "k",
+            tenant,
+            *extra,
         ],
         check=True,
         capture_output=True,
         env={"ONCEBOX_REDACTION_KEYS": REDACTION_KEYS, "PATH": "/usr/bin:/bin"},
     )
-    with psycopg.connect(db_url) as conn:
+
+
+def sent_statements(conn: psycopg.Connection[Any]) -> list[str]:
+    """The text of every statement this connection prepared: with ``prepare_threshold=0``,
+    every statement it sent, as the server received it."""
+    return [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
+
+
+def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
+    db_url: str, intake: oncebox.Intake, oncebox_bin: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(config_toml())
+    arguments = {"card": "4111111111111111", "cvv": "123", "amount": "5.00"}
+    deadline = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    rust_submit(
+        oncebox_bin,
+        db_url,
+        config,
+        "rust",
+        "--action",
+        "charge_card",
+        "--arguments",
+        json.dumps(arguments),
+        "--business-ref",
+        "b",
+        "--run-id",
+        "r",
+        "--step",
+        "s",
+        "--deadline",
+        deadline.isoformat(),
+        "k",
+    )
+    # Every statement prepared (prepare_threshold=0): the server keeps the text it received
+    # from oncebox.submit() itself.
+    with psycopg.connect(db_url, prepare_threshold=0) as conn:
         oncebox.submit(
             conn,
             tenant="python",
@@ -267,13 +286,8 @@ def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
             config=intake,
         )
         conn.commit()
-        # Run once more prepared (and rolled back): the server keeps the text it received.
-        conn.execute(oncebox._native.SUBMIT_PYFORMAT, _params(intake, arguments), prepare=True)
-        statements = [
-            r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
-        ]
-        conn.rollback()
-    assert oncebox._native.SUBMIT in statements, "psycopg sent the Rust store's text"
+        statements = sent_statements(conn)
+    assert oncebox._native.SUBMIT in statements, "oncebox.submit() sent the Rust store's text"
 
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         rows = conn.execute(
@@ -288,6 +302,87 @@ def test_python_and_rust_write_identical_rows_with_the_same_statement_text(
     assert python_row["redacted"] is True
     assert python_row["arguments"] == arguments, "the originals travel on the outbox row only"
     assert "cvv" not in python_row["payload"]
+
+
+def test_an_ordered_submit_writes_rusts_rows_with_rusts_statement_text(
+    db_url: str, intake: oncebox.Intake, oncebox_bin: Path, tmp_path: Path
+) -> None:
+    """Every one of the ordered submit's fifteen parameters lands where Rust's does: two lanes
+    of two intents each, one from each language, compared column by column — the journal, the
+    outbox and the lane."""
+    config = tmp_path / "c.toml"
+    config.write_text(config_toml())
+    arguments = {"card": "4111111111111111", "cvv": "123", "amount": "5.00"}
+    deadline = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=2)))
+    for n in (1, 2):
+        rust_submit(
+            oncebox_bin,
+            db_url,
+            config,
+            "rust",
+            "--action",
+            "charge_card",
+            "--arguments",
+            json.dumps({**arguments, "n": n}),
+            "--business-ref",
+            "b",
+            "--run-id",
+            "r",
+            "--step",
+            "s",
+            "--deadline",
+            deadline.isoformat(),
+            "--ordering-key",
+            "account-7",
+            f"k-{n}",
+        )
+    with psycopg.connect(db_url, prepare_threshold=0) as conn:
+        for n in (1, 2):
+            oncebox.submit(
+                conn,
+                tenant="python",
+                key=f"k-{n}",
+                action="charge_card",
+                arguments={**arguments, "n": n},
+                ordering_key="account-7",
+                config=intake,
+                business_ref="b",
+                run_id="r",
+                step="s",
+                deadline=deadline,
+            )
+            conn.commit()
+        statements = sent_statements(conn)
+    assert oncebox._native.SUBMIT_ORDERED in statements, "oncebox.submit() sent Rust's text"
+
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT i.*, o.phase, o.arguments, o.attempt, o.epoch, o.budget_from IS NULL AS nb,"
+            " o.available_at = 'infinity' AS parked, l.ordering_key AS lane_key,"
+            " l.destination, l.skip_failed, l.last_seq, l.head_seq"
+            " FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id"
+            " JOIN oncebox.lanes l ON l.id = i.lane_id ORDER BY i.tenant_id, i.lane_seq"
+        ).fetchall()
+    assert [(r["tenant_id"], r["idempotency_key"]) for r in rows] == [
+        ("python", "k-1"),
+        ("python", "k-2"),
+        ("rust", "k-1"),
+        ("rust", "k-2"),
+    ]
+    volatile = {"id", "tenant_id", "created_at", "updated_at", "lane_id"}
+    python_rows, rust_rows = (
+        [{k: v for k, v in r.items() if k not in volatile} for r in rows[i : i + 2]] for i in (0, 2)
+    )
+    assert python_rows == rust_rows
+    first, second = python_rows
+    assert (first["lane_seq"], first["parked"]) == (1, False), "the head is ready"
+    assert (second["lane_seq"], second["parked"]) == (2, True), "the next waits behind it"
+    assert first["ordering_key"] == first["lane_key"] == "account-7"
+    assert (first["destination"], first["last_seq"]) == ("billing", 2)
+    assert first["redacted"] is True
+    assert first["arguments"]["cvv"] == "123"
+    assert first["deadline"] == deadline
+    assert first["run_id"] == "r"
 
 
 def test_an_ordering_key_joins_one_lane_from_python_and_rust(
@@ -366,12 +461,3 @@ def test_an_ordering_key_joins_one_lane_from_python_and_rust(
         ("py-2", "order-8172", 2, "billing", True),
     ], "Python's intent waits behind Rust's in the same lane"
     assert last == (2,), "the replay took no number"
-
-
-def _params(intake: oncebox.Intake, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Parameters for a second, rolled-back run of the statement (another key)."""
-    from oncebox._submit import _Call
-
-    prepared = intake.prepare(tenant="x", key="k2", action="charge_card", arguments=arguments)
-    call = _Call(intake, "x", "k2", "charge_card", prepared, None, None, None, None)
-    return call.params(notify=False)

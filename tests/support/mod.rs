@@ -6,13 +6,17 @@
 #![allow(dead_code, unused_imports)]
 
 pub(crate) mod db;
+pub(crate) mod heavy;
 pub(crate) mod net;
 pub(crate) mod output;
 pub(crate) mod process;
 pub(crate) mod tools;
 
 pub(crate) use db::{TestDb, app_migrator, url_for};
-pub(crate) use net::{assert_connection_cap, assert_lingering_connections_closed, free_addr};
+pub(crate) use heavy::heavy;
+pub(crate) use net::{
+    PgProxy, assert_connection_cap, assert_lingering_connections_closed, free_addr,
+};
 pub(crate) use output::{assert_help, code, run_ok, stdout_json};
 pub(crate) use process::Proc;
 pub(crate) use tools::pytools;

@@ -134,3 +134,97 @@ pub(crate) async fn assert_connection_cap(
     );
     drop(held);
 }
+
+/// A TCP proxy to the Postgres of a database URL, for tests of a database that goes away: `cut`
+/// closes every connection and refuses new ones; `freeze` keeps every connection (and accepts
+/// new ones) but forwards nothing more — a database that stops answering.
+pub(crate) struct PgProxy {
+    /// The database URL, through the proxy.
+    pub(crate) url: String,
+    cut: tokio_util::sync::CancellationToken,
+    frozen: tokio::sync::watch::Sender<bool>,
+}
+
+impl PgProxy {
+    /// A proxy to the server of `db_url`.
+    pub(crate) async fn start(db_url: &str) -> PgProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let proxy_addr = listener.local_addr().expect("addr");
+        let authority = db_url
+            .split("://")
+            .nth(1)
+            .and_then(|u| u.split('/').next())
+            .expect("authority");
+        let upstream = authority.rsplit('@').next().expect("host").to_owned();
+        let url = db_url.replacen(&upstream, &proxy_addr.to_string(), 1);
+        let cut = tokio_util::sync::CancellationToken::new();
+        let (frozen, _) = tokio::sync::watch::channel(false);
+        let (stop, thaw) = (cut.clone(), frozen.subscribe());
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    a = listener.accept() => a,
+                };
+                let Ok((client, _)) = accepted else {
+                    return;
+                };
+                let (stop, upstream, thaw) = (stop.clone(), upstream.clone(), thaw.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        _ = pipe(client_read, server_write, thaw.clone()) => {}
+                        _ = pipe(server_read, client_write, thaw) => {}
+                    }
+                });
+            }
+        });
+        PgProxy { url, cut, frozen }
+    }
+
+    /// Closes every connection and refuses new ones.
+    pub(crate) fn cut(&self) {
+        self.cut.cancel();
+    }
+
+    /// Forwards nothing more, holding every connection open.
+    pub(crate) fn freeze(&self) {
+        let _ = self.frozen.send(true);
+    }
+}
+
+/// Copies `from` to `to` until either closes, and stops copying (holding both) once `frozen`.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut frozen: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if *frozen.borrow() {
+            // Held open, silent, until the test ends.
+            std::future::pending::<()>().await;
+        }
+        let n = tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+            _ = frozen.changed() => continue,
+        };
+        if *frozen.borrow() {
+            std::future::pending::<()>().await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}

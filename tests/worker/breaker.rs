@@ -16,27 +16,71 @@ use serde_json::json;
 
 use crate::env::*;
 
-/// A receiver whose answer is set from the test (201, 503, 410), counting requests and
-/// distinct keys that succeeded.
+/// A receiver whose answer is set from the test (201, 503, 410), noting every request: its key,
+/// when it arrived, whether it was answered with success, and — once given the test's database —
+/// the state of its breaker when it arrived (a probe arrives while it is half-open).
 #[derive(Clone, Default)]
 struct Switch {
     answer: Arc<AtomicU32>,
     requests: Arc<AtomicU64>,
-    succeeded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    seen: Arc<std::sync::Mutex<Vec<Request>>>,
+    breaker: Arc<std::sync::OnceLock<(sqlx::PgPool, String)>>,
+}
+
+#[derive(Clone, Debug)]
+struct Request {
+    key: String,
+    at: tokio::time::Instant,
+    succeeded: bool,
+    breaker: Option<String>,
+}
+
+impl Switch {
+    fn seen(&self) -> Vec<Request> {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    /// The keys answered with success, each as often as it was.
+    fn succeeded(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .seen()
+            .into_iter()
+            .filter(|r| r.succeeded)
+            .map(|r| r.key)
+            .collect();
+        keys.sort();
+        keys
+    }
 }
 
 async fn answer(State(s): State<Switch>, headers: HeaderMap) -> (StatusCode, String) {
+    let at = tokio::time::Instant::now();
     s.requests.fetch_add(1, Ordering::SeqCst);
     let code = s.answer.load(Ordering::SeqCst);
     let status = StatusCode::from_u16(u16::try_from(code).unwrap_or(500))
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let breaker = match s.breaker.get() {
+        Some((pool, destination)) => {
+            sqlx::query_scalar("SELECT state FROM oncebox.destination_state WHERE destination = $1")
+                .bind(destination)
+                .fetch_optional(pool)
+                .await
+                .expect("breaker state")
+        }
+        None => None,
+    };
+    s.seen.lock().expect("lock").push(Request {
+        key: key.clone(),
+        at,
+        succeeded: status.is_success(),
+        breaker,
+    });
     if status.is_success() {
-        let key = headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        s.succeeded.lock().expect("lock").insert(key.clone());
         return (status, json!({"id": key}).to_string());
     }
     (status, "{}".to_owned())
@@ -89,24 +133,30 @@ async fn state_of(env: &Env, destination: &str) -> Option<String> {
         .expect("state")
 }
 
+/// Two workers share one breaker. Once it is open, the receiver sees only probes, one per
+/// cool-down for the whole pool: by the receiver's own clock no two probes come closer than the
+/// cool-down (one per worker would come in pairs). The receiver back, every waiting intent is
+/// delivered with exactly one successful request.
 #[tokio::test]
 async fn an_open_breaker_lets_only_probes_through_and_closes_when_the_receiver_returns() {
+    const COOL_DOWN: Duration = Duration::from_secs(1);
     let (billing, billing_url) = switch(503).await;
     let (docs, docs_url) = switch(201).await;
     let env = Env::new("breaker", &breaker_config(&billing_url, &docs_url)).await;
     for i in 0..20 {
         env.intent(format!("inv-{i}"), json!({"n": i})).await;
     }
-    let w1 = env.worker("b1", &[], "5s");
-    let w2 = env.worker("b2", &[], "5s");
+    // One call at a time per worker: when the breaker opens, each has at most one request on
+    // its way, and every later request is a probe.
+    let _ = billing
+        .breaker
+        .set((env.pool.clone(), "billing".to_owned()));
+    let w1 = env.worker_with("b1", &[], "5s", &["--concurrency", "1"]);
+    let w2 = env.worker_with("b2", &[], "5s", &["--concurrency", "1"]);
     env.wait_until(Duration::from_secs(20), "the breaker opens", || async {
         state_of(&env, "billing").await.as_deref() == Some("open")
     })
     .await;
-    // Open: watch the receiver for a while. Two workers, a cool-down of 1 s: a handful of
-    // probes at most (one per cool-down), never the stream of retries.
-    let before = billing.requests.load(Ordering::SeqCst);
-    let since = tokio::time::Instant::now();
     // Meanwhile another destination delivers as usual.
     for i in 0..10 {
         env.submit(NewIntent::new(
@@ -120,19 +170,40 @@ async fn an_open_breaker_lets_only_probes_through_and_closes_when_the_receiver_r
     env.wait_until(
         Duration::from_secs(10),
         "the other destination delivers",
-        || async { docs.succeeded.lock().expect("lock").len() == 10 },
+        || async { docs.succeeded().len() == 10 },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let during = billing.requests.load(Ordering::SeqCst) - before;
-    let watched = since.elapsed();
-    // One probe per cool-down (1 s) for the whole pool, and the failures already in flight
-    // when it opened (each worker sends at most one batch before it reads the new state).
-    let allowed = watched.as_secs_f64().ceil() as u64 + 4;
+    // A probe is a request that arrives while the breaker is half-open (its claim made it so);
+    // one that arrives while it is open was on its way when it opened.
+    let probes = || -> Vec<tokio::time::Instant> {
+        let seen = billing.seen();
+        seen.iter()
+            .filter(|r| r.breaker.as_deref() == Some("half_open"))
+            .map(|r| r.at)
+            .collect()
+    };
+    env.wait_until(Duration::from_secs(30), "four probes", || async {
+        probes().len() >= 4
+    })
+    .await;
+    let probes = probes();
+    let late = billing
+        .seen()
+        .iter()
+        .filter(|r| r.breaker.as_deref() == Some("open"))
+        .count();
     assert!(
-        during <= allowed,
-        "{during} requests reached an open destination in {watched:?} (at most {allowed})"
+        late <= 2,
+        "{late} requests reached the open breaker: only the one each worker had on its way may"
     );
+    for pair in probes.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= COOL_DOWN,
+            "two probes {gap:?} apart: one per cool-down for the pool ({:?})",
+            probes.windows(2).map(|p| p[1] - p[0]).collect::<Vec<_>>()
+        );
+    }
     assert_ne!(state_of(&env, "billing").await.as_deref(), Some("closed"));
     let attempts_while_open: i64 = env
         .count("SELECT count(*) FROM oncebox.attempts WHERE outcome = 'retry_before_execution'")
@@ -147,14 +218,20 @@ async fn an_open_breaker_lets_only_probes_through_and_closes_when_the_receiver_r
     assert_eq!(code, 0);
     assert_eq!(listed[0]["destination"], "billing", "{listed}");
 
-    // The receiver is back: the next probe closes the breaker; everything is delivered once.
+    // The receiver is back: the next probe closes the breaker; every intent is delivered with
+    // one successful request, none twice.
     billing.answer.store(201, Ordering::SeqCst);
     env.wait_until(Duration::from_secs(20), "everything delivered", || async {
         env.open().await == 0
     })
     .await;
     assert_eq!(state_of(&env, "billing").await.as_deref(), Some("closed"));
-    assert_eq!(billing.succeeded.lock().expect("lock").len(), 20);
+    let expected: Vec<String> = {
+        let mut keys: Vec<String> = (0..20).map(|i| format!("inv-{i}")).collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(billing.succeeded(), expected, "each intent once");
     let counts = env.status_counts().await;
     assert_eq!(counts.get("succeeded"), Some(&30), "{counts:?}");
     assert!(w1.stop().await.success());
@@ -174,13 +251,23 @@ async fn a_410_disables_the_destination_until_an_operator_enables_it() {
         state_of(&env, "billing").await.as_deref() == Some("disabled")
     })
     .await;
-    // Disabled: new intents wait, nothing reaches the receiver.
+    // Disabled: a new intent waits, parked by the worker that claimed it; nothing reaches the
+    // receiver.
     billing.answer.store(201, Ordering::SeqCst);
     let before = billing.requests.load(Ordering::SeqCst);
     env.intent("later-1", json!({"n": 2})).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    env.wait_until(Duration::from_secs(10), "later-1 parked", || async {
+        env.count(
+            "SELECT count(*) FROM oncebox.outbox WHERE epoch >= 1 AND lease_owner IS NULL \
+             AND available_at > now() + interval '1 minute'",
+        )
+        .await
+            == 1
+    })
+    .await;
     assert_eq!(billing.requests.load(Ordering::SeqCst), before);
     assert_eq!(env.status_of("later-1").await, "pending");
+    assert_eq!(reports(&env, "later-1").await, Vec::<String>::new());
     let (code, listed, _) = ops(&env, &["destinations", "list"]);
     assert_eq!(code, 0);
     assert_eq!(listed[0]["state"], "disabled", "{listed}");

@@ -8,11 +8,11 @@ use oncebox_receiver::{Fault, Receiver, ReceiverConfig};
 use serde_json::json;
 
 use crate::env::*;
-use crate::support::Proc;
+use crate::support::{Proc, heavy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
-    let _heavy = HEAVY.lock().await;
+    let _heavy = heavy().await;
     const N: usize = 2_000;
     let rx = Receiver::start(ReceiverConfig {
         honours_keys: true,

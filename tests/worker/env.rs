@@ -16,11 +16,6 @@ use sqlx::{PgPool, Row};
 
 use crate::support::{Proc, TestDb};
 
-/// Held by the tests that load the whole machine (thousands of intents, several workers) or
-/// measure rates and latencies, so that no two of them run at once: a measurement is not made
-/// while another such test takes the CPU.
-pub(crate) static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 
@@ -280,6 +275,7 @@ pub(crate) fn ops(env: &Env, args: &[&str]) -> (i32, Value, String) {
         .args(args)
         .arg("--json")
         .env("DATABASE_URL", &env.url)
+        .env("ONCEBOX_CONFIG", &env.config)
         .env("USER", "ana")
         .output()
         .expect("oncebox ops");

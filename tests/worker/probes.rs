@@ -4,10 +4,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::env::*;
-use crate::support::{Proc, assert_connection_cap, assert_lingering_connections_closed, free_addr};
+use crate::support::{
+    PgProxy, Proc, assert_connection_cap, assert_lingering_connections_closed, free_addr,
+};
 
 /// A worker's probes: /healthz is about the process and its loops, /readyz about the database.
 /// A database outage (its connections cut, new ones refused) makes the worker unready but not
@@ -17,42 +18,8 @@ use crate::support::{Proc, assert_connection_cap, assert_lingering_connections_c
 async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
     let env = Env::new("probes", &config("http://127.0.0.1:9/x", "key", "")).await;
     // A TCP proxy to Postgres that can be cut: every connection closed, new ones refused.
-    let cut = CancellationToken::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let proxy_addr = listener.local_addr().expect("addr");
-    let authority = env
-        .url
-        .split("://")
-        .nth(1)
-        .and_then(|u| u.split('/').next())
-        .expect("authority")
-        .to_owned();
-    let upstream = authority.rsplit('@').next().expect("host").to_owned();
-    let proxied = env.url.replacen(&upstream, &proxy_addr.to_string(), 1);
-    let stop = cut.clone();
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = stop.cancelled() => return,
-                a = listener.accept() => a,
-            };
-            let Ok((mut client, _)) = accepted else {
-                return;
-            };
-            let (stop, upstream) = (stop.clone(), upstream.clone());
-            tokio::spawn(async move {
-                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
-                    return;
-                };
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                }
-            });
-        }
-    });
+    let proxy = PgProxy::start(&env.url).await;
+    let proxied = proxy.url.clone();
     let worker = |url: &str, addr: &str, crash: Option<&str>| {
         let mut cmd = Command::new(BIN);
         cmd.args(["worker", "--config"])
@@ -87,7 +54,7 @@ async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
         (200, "ok\n".to_owned())
     );
     assert_eq!(probe(&outage_addr, "/nope").await.0, 404);
-    cut.cancel();
+    proxy.cut();
     let (code, body) = probe(&outage_addr, "/readyz").await;
     assert_eq!(code, 503, "the database is unreachable: not ready");
     assert!(body.starts_with("database:"), "{body}");
@@ -173,5 +140,41 @@ async fn probe_connections_are_timed_out_and_capped() {
     assert_lingering_connections_closed(&addr, 15, Duration::from_secs(2)).await;
     assert_connection_cap(&addr, 64, Duration::from_secs(2)).await;
     assert!(worker.stop().await.success());
+    env.drop_db().await;
+}
+
+/// A database that stops answering (its connections held open, silent): `/readyz` says so
+/// within its 2 s — concurrent probes too — rather than waiting on the hung database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_answers_in_time_when_the_database_stops_answering() {
+    let env = Env::new("probes_frozen", &config("http://127.0.0.1:9/x", "key", "")).await;
+    let proxy = PgProxy::start(&env.url).await;
+    let addr = free_addr();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["worker", "--config"])
+        .arg(&env.config)
+        .args(["--poll-interval", "100ms", "--metrics-addr", &addr])
+        .env("DATABASE_URL", &proxy.url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let worker = Proc::spawn(&mut cmd, "worker");
+    env.wait_until(Duration::from_secs(20), "ready", || async {
+        probe(&addr, "/readyz").await.0 == 200
+    })
+    .await;
+    proxy.freeze();
+    let probes: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move { probe(&addr, "/readyz").await })
+        })
+        .collect();
+    for p in probes {
+        let (code, body) = p.await.expect("probe");
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("no answer within 2 s"), "{body}");
+    }
+    drop(worker);
     env.drop_db().await;
 }

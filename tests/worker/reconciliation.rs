@@ -124,3 +124,68 @@ async fn a_reconcile_only_worker_reconciles_and_delivers_nothing() {
     assert_eq!(rx.seen().len(), 1, "only the first worker's POST");
     env.drop_db().await;
 }
+
+/// A lookup by reference (`{external_reference}` in its path) for an intent whose answer was
+/// lost — so it has no reference — would ask for `/refunds/`, the receiver's listing of every
+/// refund (another tenant's included). It is refused before any request: the intent needs a
+/// person, and nothing found is kept as its response.
+#[tokio::test]
+async fn a_lookup_that_would_ask_for_a_listing_is_refused_and_keeps_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let rx = receiver(false).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let refunds = axum::Router::new().route(
+        "/refunds/{*rest}",
+        axum::routing::get(move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                axum::Json(json!({"data": [
+                    {"id": "re-1", "email": "a@tenant-a.example", "iban": "DE00 0000"},
+                    {"id": "re-2", "email": "b@tenant-a.example", "iban": "DE11 1111"},
+                ]}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let lookup = format!(
+        "http://{}/refunds/{{external_reference}}",
+        listener.local_addr().expect("addr")
+    );
+    tokio::spawn(async move { axum::serve(listener, refunds).await });
+    let env = Env::new(
+        "listing",
+        &config(
+            &rx.url(),
+            "lookup",
+            &format!(
+                "[destinations.billing.lookup]\nurl = \"{lookup}\"\nresults_pointer = \"/data\"\n\
+                 reference_pointer = \"/id\"\ntimeout = \"1s\""
+            ),
+        ),
+    )
+    .await;
+    env.intent("lost", json!({"n": 1, "faults": ["drop"]}))
+        .await;
+    let worker = env.worker("w", &[], "5s");
+    env.wait_status("lost", "needs_review").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "no lookup request was made"
+    );
+    let response: Option<serde_json::Value> =
+        env.scalar("SELECT response FROM oncebox.intents").await;
+    assert_eq!(response, None, "nothing found is kept");
+    let error: String = env
+        .scalar("SELECT last_error->>'detail' FROM oncebox.intents")
+        .await;
+    assert!(error.contains("external_reference"), "{error}");
+    assert_eq!(rx.effects().get("lost"), Some(&1), "no second effect");
+    env.drop_db().await;
+}

@@ -14,10 +14,11 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: 200 when the database answers and every migration this binary knows has been
-/// applied ([`oncebox_store::ready`]).
+/// `GET /readyz`: 200 when the database answers a connection of the check's own within 2 s and
+/// every migration this binary knows has been applied ([`oncebox_store::ReadinessCheck`]: not
+/// through the pool, so a busy or hung pool cannot hold the probe).
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    match oncebox_store::ready(&state.pool).await {
+    match state.readiness.check().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -147,13 +147,7 @@ pub(crate) async fn submit(
         )
         .field("content-type"));
     }
-    let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
-        Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body exceeds {} bytes", state.body_limit),
-        )
-        .field("body")
-    })?;
+    let bytes = crate::problem::read_body(body, state.body_limit).await?;
     let body = parse_body(&bytes)?;
     let intent = NewIntent {
         tenant_id: who.tenant_id,

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 pub use auth::TOKEN_CACHE_TTL;
 pub use console::ConsoleSettings;
 pub use intents::MAX_WAIT_SECS;
-pub use mcp::McpMount;
+pub use mcp::{DEFAULT_MAX_SESSIONS, McpMount, SESSION_IDLE};
 pub use openapi::OPENAPI;
 pub use problem::Problem;
 
@@ -50,6 +50,7 @@ pub struct AppState {
     tokens: auth::TokenCache,
     limiter: limits::Limiter,
     console: ConsoleSettings,
+    readiness: oncebox_store::ReadinessCheck,
 }
 
 impl AppState {
@@ -64,6 +65,7 @@ impl AppState {
     ) -> Result<AppState, sqlx::Error> {
         let done = oncebox_store::listen_for_settled(&pool).await?;
         let openapi = openapi::openapi_for(intake.actions());
+        let readiness = oncebox_store::ReadinessCheck::new((*pool.connect_options()).clone());
         Ok(AppState {
             pool,
             intake,
@@ -74,6 +76,7 @@ impl AppState {
             tokens: auth::TokenCache::default(),
             limiter: limits::Limiter::new(limits::RateLimits::default()),
             console: ConsoleSettings::default(),
+            readiness,
         })
     }
 
@@ -123,12 +126,10 @@ pub fn router_with_mcp(state: AppState, mcp: Option<McpMount>) -> Router {
         .with_state(state.clone())
         .merge(console::routes(state.clone()));
     if let Some(mount) = mcp {
-        let gateway = Router::new()
-            .route_service("/mcp", mcp::service(mount))
-            .layer(axum::middleware::from_fn_with_state(
-                state,
-                mcp::authenticate,
-            ));
+        let (service, sessions) = mcp::service(mount, state.body_limit);
+        let gateway = Router::new().route_service("/mcp", service).layer(
+            axum::middleware::from_fn_with_state(mcp::Guard { state, sessions }, mcp::guard),
+        );
         router = router.merge(gateway);
     }
     router.layer(axum::middleware::from_fn_with_state(

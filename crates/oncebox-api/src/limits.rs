@@ -43,11 +43,15 @@ pub struct RateLimits {
     pub per_token: Rate,
     /// Per tenant, all its tokens together.
     pub per_tenant: Rate,
+    /// What anyone may ask for before authenticating (the console's login pages, each of which
+    /// opens a login form in the database), for the whole process.
+    pub anonymous: Rate,
 }
 
 impl Default for RateLimits {
     /// 50 requests/s per token (bursts of 100) and 200/s per tenant (bursts of 400): far above
-    /// what an agent's retries need, far below what one process can answer.
+    /// what an agent's retries need, far below what one process can answer. 5 login pages/s
+    /// (bursts of 50) for everyone together: operators log in a few times a day.
     fn default() -> Self {
         RateLimits {
             per_token: Rate {
@@ -58,6 +62,10 @@ impl Default for RateLimits {
                 per_second: 200.0,
                 burst: 400.0,
             },
+            anonymous: Rate {
+                per_second: 5.0,
+                burst: 50.0,
+            },
         }
     }
 }
@@ -67,6 +75,7 @@ impl Default for RateLimits {
 enum Owner {
     Token(i64),
     Tenant(String),
+    Anonymous,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +138,7 @@ impl Limiter {
                 let rate = match owner {
                     Owner::Token(_) => limits.per_token,
                     Owner::Tenant(_) => limits.per_tenant,
+                    Owner::Anonymous => limits.anonymous,
                 };
                 b.refilled(rate, now).tokens < rate.burst.max(1.0)
             });
@@ -159,6 +169,35 @@ impl Limiter {
         Ok(())
     }
 
+    /// Takes one request from the process's anonymous bucket at `now` (what is served before
+    /// authentication).
+    ///
+    /// # Errors
+    /// How long until one fits, when the bucket is empty.
+    pub fn check_anonymous(&self, now: Instant) -> Result<(), Duration> {
+        let rate = self.limits.anonymous;
+        if !rate.limited() {
+            return Ok(());
+        }
+        let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let full = Bucket {
+            tokens: rate.burst.max(1.0),
+            at: now,
+        };
+        let mut b = map
+            .get(&Owner::Anonymous)
+            .copied()
+            .unwrap_or(full)
+            .refilled(rate, now);
+        if b.tokens < 1.0 {
+            map.insert(Owner::Anonymous, b);
+            return Err(b.wait(rate));
+        }
+        b.tokens -= 1.0;
+        map.insert(Owner::Anonymous, b);
+        Ok(())
+    }
+
     /// Buckets held (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -178,7 +217,67 @@ mod tests {
         Limiter::new(RateLimits {
             per_token: rate(token),
             per_tenant: rate(tenant),
+            anonymous: Rate::UNLIMITED,
         })
+    }
+
+    /// A request its tenant refuses takes nothing from its token's bucket: with a token bucket
+    /// that refills a thousandth of a request per second, the token's one request is still
+    /// there once the tenant has room again.
+    #[test]
+    fn a_request_refused_by_its_tenant_takes_nothing_from_its_token() {
+        let l = limiter((0.001, 1.0), (1.0, 1.0));
+        let t0 = Instant::now();
+        assert_eq!(
+            l.check(1, "a", t0),
+            Ok(()),
+            "token 1 spends the tenant's one request"
+        );
+        assert!(matches!(l.check(2, "a", t0), Err(Refused::Tenant(_))));
+        assert!(matches!(l.check(2, "a", t0), Err(Refused::Tenant(_))));
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            l.check(2, "a", later),
+            Ok(()),
+            "token 2 kept its request through two refusals"
+        );
+        assert!(
+            matches!(
+                l.check(2, "a", later + Duration::from_secs(1)),
+                Err(Refused::Token(_))
+            ),
+            "and spent it now: its bucket refills a thousandth a second"
+        );
+    }
+
+    /// A request its token refuses takes nothing from its tenant's bucket: the tenant's last
+    /// request is still there for another token, at the same instant.
+    #[test]
+    fn a_request_refused_by_its_token_takes_nothing_from_its_tenant() {
+        let l = limiter((0.001, 1.0), (0.001, 2.0));
+        let t0 = Instant::now();
+        assert_eq!(l.check(1, "a", t0), Ok(()));
+        for _ in 0..3 {
+            assert!(matches!(l.check(1, "a", t0), Err(Refused::Token(_))));
+        }
+        assert_eq!(l.check(2, "a", t0), Ok(()), "the tenant's second request");
+        assert!(matches!(l.check(3, "a", t0), Err(Refused::Tenant(_))));
+    }
+
+    #[test]
+    fn anonymous_requests_share_one_bucket() {
+        let l = Limiter::new(RateLimits {
+            anonymous: Rate {
+                per_second: 1.0,
+                burst: 2.0,
+            },
+            ..RateLimits::default()
+        });
+        let t0 = Instant::now();
+        assert_eq!(l.check_anonymous(t0), Ok(()));
+        assert_eq!(l.check_anonymous(t0), Ok(()));
+        assert_eq!(l.check_anonymous(t0), Err(Duration::from_secs(1)));
+        assert_eq!(l.check_anonymous(t0 + Duration::from_secs(1)), Ok(()));
     }
 
     #[test]

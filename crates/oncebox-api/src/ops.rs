@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -138,9 +138,7 @@ fn text_member<'a>(
 
 /// Reads an optional small JSON object body (`{}` when empty).
 async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Problem> {
-    let bytes = to_bytes(body, 16 * 1024).await.map_err(|_| {
-        Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "the body exceeds 16 KiB").field("body")
-    })?;
+    let bytes = crate::problem::read_body(body, 16 * 1024).await?;
     if bytes.is_empty() {
         return Ok(serde_json::Map::new());
     }

@@ -110,3 +110,27 @@ pub(crate) fn json_body(bytes: &[u8]) -> Result<serde_json::Value, Problem> {
         })
     })
 }
+
+/// Reads a request body of at most `limit` bytes: a longer one is 413, one that does not arrive
+/// within the server's body timeout ([`oncebox_serve::BodyTimedOut`]) is 408; both name the
+/// field `body`.
+pub(crate) async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, Problem> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if oncebox_serve::timed_out(&e) {
+            Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time; send it whole and promptly",
+            )
+            .field("body")
+        } else {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body exceeds {limit} bytes"),
+            )
+            .field("body")
+        }
+    })
+}

@@ -132,6 +132,7 @@ pub(crate) async fn start_api(
     .with_rate_limits(oncebox_api::limits::RateLimits {
         per_token: far,
         per_tenant: far,
+        ..oncebox_api::limits::RateLimits::default()
     });
     let gateway = oncebox_mcp::Gateway::new(
         pool.clone(),
@@ -145,6 +146,7 @@ pub(crate) async fn start_api(
         gateway,
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
+        max_sessions: oncebox_api::DEFAULT_MAX_SESSIONS,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

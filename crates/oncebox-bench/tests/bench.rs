@@ -12,15 +12,23 @@ use support::{assert_help, code, stdout_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox-bench");
 
-/// Runs `oncebox-bench ARGS` against the local server (each run makes its own scratch database).
+/// Runs `oncebox-bench ARGS` against the local server (each run makes its own scratch database),
+/// as one heavy test at a time across every test binary: a benchmark loads the whole machine.
 fn bench(args: &[&str]) -> std::process::Output {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    Command::new(BIN)
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let heavy = rt.block_on(support::heavy());
+    let out = Command::new(BIN)
         .args(args)
         .env("DATABASE_URL", url)
         .output()
-        .expect("oncebox-bench")
+        .expect("oncebox-bench");
+    rt.block_on(async move { drop(heavy) });
+    out
 }
 
 /// Runs `oncebox-bench ARGS --json` (ARGS as one line), which must succeed; its report.
@@ -34,15 +42,25 @@ fn report(args: &str) -> Value {
 
 #[test]
 fn help_is_there_for_every_benchmark() {
-    for sub in [
-        &[][..],
-        &["intake"],
-        &["deliver"],
-        &["tools"],
-        &["signing"],
-        &["lanes"],
-    ] {
-        assert_help(BIN, sub);
+    assert_help(BIN, &[]);
+    // Every benchmark the top-level help lists, so that a new one cannot be left out.
+    let top = Command::new(BIN).arg("--help").output().expect("--help");
+    let top = String::from_utf8_lossy(&top.stdout).into_owned();
+    let listed: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line is indented two spaces; its description's next lines, further.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    for expected in ["intake", "deliver", "latency", "tools", "signing", "lanes"] {
+        assert!(listed.contains(&expected), "{expected} in {listed:?}");
+    }
+    for sub in listed {
+        assert_help(BIN, &[sub]);
     }
     let o = bench(&["deliver", "--intents", "0"]);
     assert_eq!(code(&o), 2, "a zero count is a usage error");

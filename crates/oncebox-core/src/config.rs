@@ -755,6 +755,20 @@ fn check_lookup(
                     "must contain {key} or {external_reference}".into(),
                 ));
             }
+            // What an intent brings may choose the path or the query, never the host.
+            let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+            let authority = after_scheme
+                .split(['/', '?', '#'])
+                .next()
+                .unwrap_or_default();
+            if authority.contains('{') {
+                return Err((
+                    "lookup.url".into(),
+                    "{key} and {external_reference} may appear in the path or the query, not in \
+                     the host"
+                        .into(),
+                ));
+            }
             if let Some(i) = l.fields.iter().position(JsonPointer::is_root) {
                 return Err((
                     format!("lookup.fields[{i}]"),

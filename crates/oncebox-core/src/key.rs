@@ -32,15 +32,26 @@ pub enum KeyError {
         /// Its byte offset.
         position: usize,
     },
+    /// The key is `.` or `..`: a URL path cannot carry it (every URL parser removes such a
+    /// segment, even percent-encoded), so it could not be read back or looked up by key.
+    #[error("is {0:?}, a dot segment that no URL path can carry; use another key")]
+    DotSegment(&'static str),
 }
 
 /// Checks that `key` is 1–255 printable ASCII characters with no whitespace or control
-/// characters, as docs/architecture.md ("Vocabulary") defines an idempotency key.
+/// characters, and not `.` or `..`, as docs/architecture.md ("Vocabulary") defines an
+/// idempotency key. A key travels in URL paths (`/v1/intents/{key}`, a lookup's `{key}`), where
+/// a dot segment would name another resource.
 ///
 /// # Errors
 /// [`KeyError`] saying what is wrong and where.
 pub fn validate_key(key: &str) -> Result<(), KeyError> {
-    validate_token(key, MAX_KEY_LEN)
+    validate_token(key, MAX_KEY_LEN)?;
+    match key {
+        "." => Err(KeyError::DotSegment(".")),
+        ".." => Err(KeyError::DotSegment("..")),
+        _ => Ok(()),
+    }
 }
 
 /// Checks a key-shaped identifier (printable ASCII, no spaces) of at most `max` bytes.
@@ -133,6 +144,20 @@ mod tests {
         assert_eq!(validate_key("a"), Ok(()));
         assert_eq!(validate_key("order-8172:create_invoice/v1~!"), Ok(()));
         assert_eq!(validate_key(&"k".repeat(255)), Ok(()));
+        for dotted in ["...", ".a", "a/../b", "%2E", "a.."] {
+            assert_eq!(validate_key(dotted), Ok(()), "{dotted}");
+        }
+    }
+
+    #[test]
+    fn refuses_dot_segments() {
+        assert_eq!(validate_key("."), Err(KeyError::DotSegment(".")));
+        assert_eq!(validate_key(".."), Err(KeyError::DotSegment("..")));
+        assert!(
+            KeyError::DotSegment("..")
+                .to_string()
+                .contains("dot segment")
+        );
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub struct StatusOverrides {
 /// idempotency keys.
 ///
 /// Defaults: 2xx success; 408, 429, 503 retry; 502 and 504 retry only when keys are honoured
-/// (a gateway may have passed the request on), unknown otherwise; every other 4xx permanent
-/// (the receiver answered that it refused; 400, 401, 403, 404, 409, 422 are the common ones);
-/// every other status (500, 501, 505…, 1xx, 3xx) unknown. `overrides` win over the defaults.
+/// (a gateway may have passed the request on), unknown otherwise; a 3xx permanent (redirects
+/// are never followed: the effect did not happen where it was asked for); every other 4xx
+/// permanent (the receiver answered that it refused; 400, 401, 403, 404, 409, 422 are the
+/// common ones); every other status (500, 501, 505…, 1xx) unknown. `overrides` win over the
+/// defaults.
 pub fn classify_status(
     status: u16,
     honours_keys: bool,
@@ -54,7 +56,7 @@ pub fn classify_status(
     match status {
         408 | 429 | 503 => StatusClass::RetryBeforeExecution,
         502 | 504 if honours_keys => StatusClass::RetryBeforeExecution,
-        400..=499 => StatusClass::Permanent,
+        300..=499 => StatusClass::Permanent,
         _ => StatusClass::Unknown,
     }
 }
@@ -87,7 +89,10 @@ mod tests {
             (413, true, Permanent),
             (500, true, Unknown),
             (501, true, Unknown),
-            (302, true, Unknown),
+            (301, false, Permanent),
+            (302, true, Permanent),
+            (307, false, Permanent),
+            (308, true, Permanent),
             (101, true, Unknown),
         ] {
             assert_eq!(

@@ -24,6 +24,74 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The builder every HTTP client of the delivery layer starts from: redirects are never
+/// followed (a 301/302 would turn a POST into a body-less GET, a 307 would re-send the arguments
+/// and credentials to another host), so a 3xx is an answer to classify.
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none())
+}
+
+/// Builds `builder` for destination `name`.
+///
+/// # Errors
+/// [`BuildError`] when the HTTP client cannot be built (its TLS setup).
+pub(crate) fn client(
+    name: &str,
+    builder: reqwest::ClientBuilder,
+) -> Result<reqwest::Client, BuildError> {
+    builder
+        .build()
+        .map_err(|e| BuildError::new(name, "kind", &format!("cannot build the HTTP client: {e}")))
+}
+
+/// A URL as errors show it: scheme, host, port and path — never the user, password, query or
+/// fragment, where credentials such as `?api_key=` live.
+pub fn shown(url: &reqwest::Url) -> String {
+    let mut shown = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
+    if let Some(port) = url.port() {
+        shown.push_str(&format!(":{port}"));
+    }
+    shown.push_str(url.path());
+    shown
+}
+
+/// URL text as errors show it ([`shown`]); text that is not a URL is cut at its query.
+pub(crate) fn shown_text(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => shown(&u),
+        Err(_) => url.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
+}
+
+/// A transport error as text, its URL (if any) cut to what [`shown`] keeps.
+pub(crate) fn error_text(mut e: reqwest::Error) -> String {
+    if let Some(url) = e.url_mut() {
+        url.set_query(None);
+        url.set_fragment(None);
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+    }
+    error_chain(&e)
+}
+
+/// ` to <Location>` of a redirect answer, shown as [`shown`] would (empty without one).
+pub(crate) fn location(headers: &HeaderMap) -> String {
+    headers
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|l| format!(" to {}", excerpt_of(&shown_text(l), 256)))
+        .unwrap_or_default()
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary.
+pub(crate) fn excerpt_of(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 /// One attempt's request, as the worker hands it over.
 #[derive(Debug, Clone)]
 pub struct DeliveryRequest<'a> {
@@ -146,19 +214,15 @@ impl HttpDestination {
     /// [`BuildError`] naming the field (a header value that is not valid in HTTP).
     pub fn new(name: &str, dest: &HttpConfig) -> Result<HttpDestination, BuildError> {
         install_crypto_provider();
-        let err = |field: &str, reason: String| BuildError {
-            destination: name.to_owned(),
-            field: field.to_owned(),
-            reason,
-        };
         let timeout = dest.timeout.get();
         let headers = header_map(name, "headers", &dest.headers)?;
         let signer = signer(name, dest)?;
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .build()
-            .map_err(|e| err("kind", format!("cannot build the HTTP client: {e}")))?;
+        let client = client(
+            name,
+            client_builder()
+                .pool_max_idle_per_host(256)
+                .connect_timeout(timeout.min(Duration::from_secs(5))),
+        )?;
         Ok(HttpDestination {
             name: name.to_owned(),
             client,
@@ -248,7 +312,7 @@ impl HttpDestination {
             .await;
         match sent {
             Ok(response) => self.answer(response).await,
-            Err(e) => classify_transport_error(&e),
+            Err(e) => classify_transport_error(e),
         }
     }
 
@@ -265,6 +329,14 @@ impl HttpDestination {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let redirect = if (300..400).contains(&status) {
+            format!(
+                ", a redirect{} (not followed)",
+                location(response.headers())
+            )
+        } else {
+            String::new()
+        };
         let class = classify_status(status, self.honours_keys, &self.overrides);
         let error = |code: ErrorCode, detail: String| AttemptError {
             code,
@@ -278,7 +350,7 @@ impl HttpDestination {
         let body = match read_body(&mut response, watch_stream).await {
             Ok(body) => body,
             Err(e) => {
-                let broke = format!("HTTP {status}");
+                let broke = format!("HTTP {status}{redirect}");
                 return match class {
                     StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
                         error: error(ErrorCode::HttpStatus, broke),
@@ -289,7 +361,7 @@ impl HttpDestination {
                     },
                     _ => unknown(
                         ErrorCode::ConnectionReset,
-                        format!("answer broke off: {e}"),
+                        format!("answer broke off: {}", error_text(e)),
                         Some(status),
                     ),
                 };
@@ -299,7 +371,9 @@ impl HttpDestination {
             || String::from_utf8_lossy(&body.bytes[..body.bytes.len().min(512)]).into_owned();
         match class {
             StatusClass::Success => match (watch_stream, body.completed) {
-                (Some(_), Some(data)) => self.success(status, data.into_bytes(), false),
+                (Some(_), Some(event)) => {
+                    self.success(status, event.data.into_bytes(), event.truncated)
+                }
                 (Some(event), None) => unknown(
                     ErrorCode::StreamIncomplete,
                     format!("event stream ended without its {event:?} event"),
@@ -308,14 +382,23 @@ impl HttpDestination {
                 (None, _) => self.success(status, body.bytes, body.truncated),
             },
             StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
-                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+                error: error(
+                    ErrorCode::HttpStatus,
+                    format!("HTTP {status}{redirect}: {}", text()),
+                ),
                 retry_after,
             },
             StatusClass::Permanent => DeliveryOutcome::Permanent {
-                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+                error: error(
+                    ErrorCode::HttpStatus,
+                    format!("HTTP {status}{redirect}: {}", text()),
+                ),
             },
             StatusClass::Unknown => DeliveryOutcome::Unknown {
-                error: error(ErrorCode::HttpStatus, format!("HTTP {status}: {}", text())),
+                error: error(
+                    ErrorCode::HttpStatus,
+                    format!("HTTP {status}{redirect}: {}", text()),
+                ),
             },
         }
     }
@@ -382,8 +465,8 @@ struct Body {
     bytes: Vec<u8>,
     /// True when there was more.
     truncated: bool,
-    /// For an event stream watched for its completion event: that event's data, once seen.
-    completed: Option<String>,
+    /// For an event stream watched for its completion event: that event, once seen.
+    completed: Option<SseEvent>,
 }
 
 /// Reads an answer's body, keeping at most [`MAX_RESPONSE_BYTES`]; with `completion`, reads an
@@ -397,7 +480,7 @@ async fn read_body(
         truncated: false,
         completed: None,
     };
-    let mut sse = SseParser::default();
+    let mut sse = SseParser::new(MAX_RESPONSE_BYTES);
     while let Some(chunk) = response.chunk().await? {
         if let Some(target) = completion {
             if let Some(data) = sse.feed(&chunk, target) {
@@ -433,9 +516,10 @@ pub(crate) fn unknown(
 
 /// A transport error: before the request could have left (connect, DNS, TLS) it is safe to
 /// retry; after (timeout, reset, reused connection closed) the outcome is unknown.
-pub(crate) fn classify_transport_error(e: &reqwest::Error) -> DeliveryOutcome {
-    let chain = error_chain(e);
-    if e.is_connect() {
+pub(crate) fn classify_transport_error(e: reqwest::Error) -> DeliveryOutcome {
+    let (connect, timeout) = (e.is_connect(), e.is_timeout());
+    let chain = error_text(e);
+    if connect {
         let lower = chain.to_lowercase();
         let code = if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup")
         {
@@ -457,7 +541,7 @@ pub(crate) fn classify_transport_error(e: &reqwest::Error) -> DeliveryOutcome {
             retry_after: None,
         };
     }
-    if e.is_timeout() {
+    if timeout {
         return unknown(ErrorCode::Timeout, chain, None);
     }
     unknown(ErrorCode::ConnectionReset, chain, None)
@@ -474,37 +558,181 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-/// A minimal `text/event-stream` reader: finds the first event named `target` and returns its
-/// data (RFC: lines `event:` and `data:`, events end at a blank line).
-#[derive(Default)]
+/// One event of an event stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    /// Its data lines, joined by newlines: at most the parser's limit.
+    pub(crate) data: String,
+    /// True when the data was longer than the limit and was cut.
+    pub(crate) truncated: bool,
+}
+
+/// A minimal `text/event-stream` reader (lines `event:` and `data:`, an event ends at a blank
+/// line) that finds the events named a target. Its work is linear in the bytes fed and its
+/// memory bounded: a line or an event's data longer than `limit` keeps only its first `limit`
+/// bytes, and is marked truncated.
 pub(crate) struct SseParser {
-    buf: Vec<u8>,
+    limit: usize,
+    /// Bytes fed and not yet read, from `at`.
+    pending: Vec<u8>,
+    at: usize,
+    /// The line being read (up to the limit and its field name) and whether it was cut.
+    line: Vec<u8>,
+    line_cut: bool,
     event: Option<String>,
-    data: Vec<String>,
+    data: Vec<u8>,
+    data_lines: usize,
+    data_cut: bool,
 }
 
 impl SseParser {
-    pub(crate) fn feed(&mut self, chunk: &[u8], target: &str) -> Option<String> {
-        self.buf.extend_from_slice(chunk);
-        while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.buf.drain(..=pos).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                let name = self.event.take().unwrap_or_else(|| "message".into());
-                let data = std::mem::take(&mut self.data).join("\n");
-                if name == target {
-                    return Some(data);
-                }
-            } else if let Some(v) = line.strip_prefix("event:") {
-                self.event = Some(v.trim_start().to_owned());
-            } else if let Some(v) = line.strip_prefix("data:") {
-                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
-            }
-            if self.buf.len() > MAX_RESPONSE_BYTES {
-                self.buf.clear();
+    /// A parser keeping at most `limit` bytes of one event's data.
+    pub(crate) fn new(limit: usize) -> SseParser {
+        SseParser {
+            limit,
+            pending: Vec::new(),
+            at: 0,
+            line: Vec::new(),
+            line_cut: false,
+            event: None,
+            data: Vec::new(),
+            data_lines: 0,
+            data_cut: false,
+        }
+    }
+
+    /// Feeds `chunk` and returns the next event named `target` that the bytes fed so far
+    /// complete; call again with an empty chunk for the next one.
+    pub(crate) fn feed(&mut self, chunk: &[u8], target: &str) -> Option<SseEvent> {
+        if self.at == self.pending.len() {
+            self.pending.clear();
+            self.at = 0;
+        }
+        self.pending.extend_from_slice(chunk);
+        while self.at < self.pending.len() {
+            let rest = &self.pending[self.at..];
+            let (end, complete) = match rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (i, true),
+                None => (rest.len(), false),
+            };
+            let room = (self.limit + 16).saturating_sub(self.line.len());
+            self.line.extend_from_slice(&rest[..end.min(room)]);
+            self.line_cut |= end > room;
+            self.at += end + usize::from(complete);
+            if complete && let Some(event) = self.end_line(target) {
+                return Some(event);
             }
         }
         None
+    }
+
+    /// A whole line was read: take its field, or end the event at a blank line.
+    fn end_line(&mut self, target: &str) -> Option<SseEvent> {
+        let mut line = std::mem::take(&mut self.line);
+        let cut = std::mem::take(&mut self.line_cut);
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.is_empty() {
+            let name = self.event.take();
+            let data = std::mem::take(&mut self.data);
+            let truncated = std::mem::take(&mut self.data_cut);
+            self.data_lines = 0;
+            return (name.as_deref().unwrap_or("message") == target).then(|| SseEvent {
+                data: String::from_utf8_lossy(&data).into_owned(),
+                truncated,
+            });
+        }
+        if let Some(v) = line.strip_prefix(b"event:") {
+            let v = v.strip_prefix(b" ").unwrap_or(v);
+            self.event = Some(String::from_utf8_lossy(v).into_owned());
+        } else if let Some(v) = line.strip_prefix(b"data:") {
+            let v = v.strip_prefix(b" ").unwrap_or(v);
+            if self.data_lines > 0 {
+                self.push_data(b"\n");
+            }
+            self.push_data(v);
+            self.data_lines += 1;
+            self.data_cut |= cut;
+        }
+        None
+    }
+
+    fn push_data(&mut self, bytes: &[u8]) {
+        let room = self.limit.saturating_sub(self.data.len());
+        self.data.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.data_cut |= bytes.len() > room;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(parser: &mut SseParser, chunks: &[&[u8]], target: &str) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let mut fed: &[u8] = chunk;
+            while let Some(e) = parser.feed(fed, target) {
+                fed = &[];
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn events_are_found_across_chunks_and_others_passed_over() {
+        let mut p = SseParser::new(1024);
+        let found = events(
+            &mut p,
+            &[
+                b"event: progress\ndata: {\"step\"",
+                b":1}\n\nevent: done\r\ndata: a\ndata: b\n",
+                b"\nevent: done\ndata: c\n\n",
+            ],
+            "done",
+        );
+        let data: Vec<&str> = found.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["a\nb", "c"]);
+        assert!(found.iter().all(|e| !e.truncated));
+    }
+
+    #[test]
+    fn an_event_longer_than_the_limit_is_cut_and_marked() {
+        let mut p = SseParser::new(8);
+        let found = events(
+            &mut p,
+            &[b"event: done\ndata: 0123456789abcdef\n\n"],
+            "done",
+        );
+        assert_eq!(
+            found,
+            [SseEvent {
+                data: "01234567".into(),
+                truncated: true
+            }]
+        );
+        let found = events(
+            &mut p,
+            &[b"event: done\ndata: 0123\ndata: 4567\n\n"],
+            "done",
+        );
+        assert_eq!(found[0].data, "0123\n456");
+        assert!(found[0].truncated);
+    }
+
+    /// A stream that never sends a newline is read once, not rescanned chunk after chunk: 8 MiB
+    /// fed in 1 KiB chunks keeps at most the limit (and a line's field name) in memory.
+    #[test]
+    fn a_stream_without_newlines_is_held_to_the_limit() {
+        let mut p = SseParser::new(64 * 1024);
+        let chunk = vec![b'x'; 1024];
+        for _ in 0..8 * 1024 {
+            assert_eq!(p.feed(&chunk, "done"), None);
+            assert!(p.line.len() <= 64 * 1024 + 16);
+            assert!(p.pending.len() <= 1024);
+        }
+        assert!(p.line_cut);
     }
 }

@@ -12,7 +12,8 @@ pub use amqp::AmqpDestination;
 pub use classify::{StatusClass, StatusOverrides, classify_status};
 pub use http::{
     BuildError, DeliveryRequest, HttpDestination, MAX_RESPONSE_BYTES, install_crypto_provider,
+    shown,
 };
-pub use lookup::{HttpLookup, LookupResult};
+pub use lookup::{HttpLookup, LookupResult, MAX_LOOKUP_BYTES};
 pub use mcp::{McpClient, McpDestination};
 pub use oncebox_core::DeliveryOutcome;

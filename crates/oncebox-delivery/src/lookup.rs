@@ -10,7 +10,7 @@ use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::BuildError;
-use crate::http::{MAX_RESPONSE_BYTES, header_map, install_crypto_provider};
+use crate::http::{MAX_RESPONSE_BYTES, header_map, install_crypto_provider, shown};
 
 /// A destination's lookup endpoint.
 #[derive(Debug, Clone)]
@@ -36,6 +36,9 @@ pub enum LookupResult {
     },
 }
 
+/// Largest lookup answer read; a longer one is refused without being read further.
+pub const MAX_LOOKUP_BYTES: usize = 16 * MAX_RESPONSE_BYTES;
+
 /// Percent-encodes everything but RFC 3986 unreserved characters.
 fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
@@ -47,6 +50,37 @@ fn encode(value: &str) -> String {
         }
     }
     out
+}
+
+/// True for a path segment that a URL parser removes or climbs out of: `.`, `..`, and their
+/// percent-encoded spellings (WHATWG URL, "single-dot" and "double-dot" segments).
+fn is_dot_segment(segment: &str) -> bool {
+    matches!(
+        segment.to_ascii_lowercase().as_str(),
+        "." | ".." | "%2e" | ".%2e" | "%2e." | "%2e%2e"
+    )
+}
+
+/// A URL template as errors show it: without user, password, query or fragment, its
+/// placeholders as written.
+fn shown_template(template: &str) -> String {
+    let (scheme, rest) = template.split_once("://").unwrap_or(("", template));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    format!("{scheme}://{rest}")
+}
+
+/// The path of URL text `url` as written (after the authority, before `?` or `#`).
+fn written_path(url: &str) -> &str {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let from_path = after_scheme
+        .find(['/', '?', '#'])
+        .map_or("", |i| &after_scheme[i..]);
+    from_path.split(['?', '#']).next().unwrap_or_default()
 }
 
 impl HttpLookup {
@@ -85,18 +119,26 @@ impl HttpLookup {
             None => header_map(name, "headers", headers)?,
         };
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        Ok(Some(HttpLookup::new(settings, headers)))
+        HttpLookup::new(name, settings, headers).map(Some)
     }
 
-    /// A lookup for `settings` sending `headers` with every request.
-    pub fn new(settings: &LookupSettings, headers: HeaderMap) -> HttpLookup {
+    /// A lookup of destination `name` for `settings`, sending `headers` with every request and
+    /// following no redirect.
+    ///
+    /// # Errors
+    /// [`BuildError`] when the HTTP client cannot be built.
+    pub fn new(
+        name: &str,
+        settings: &LookupSettings,
+        headers: HeaderMap,
+    ) -> Result<HttpLookup, BuildError> {
         install_crypto_provider();
-        HttpLookup {
-            client: reqwest::Client::new(),
+        Ok(HttpLookup {
+            client: crate::http::client(name, crate::http::client_builder())?,
             settings: settings.clone(),
             headers,
             signer: None,
-        }
+        })
     }
 
     /// The configured settings.
@@ -104,38 +146,80 @@ impl HttpLookup {
         &self.settings
     }
 
-    /// The URL looked up for `key` and `external_reference`.
-    pub fn url(&self, key: &str, external_reference: Option<&str>) -> String {
-        self.settings
-            .url
-            .as_str()
-            .replace("{key}", &encode(key))
-            .replace(
-                "{external_reference}",
-                &encode(external_reference.unwrap_or_default()),
-            )
+    /// The URL looked up for `key` and `external_reference`, each percent-encoded where the
+    /// template names it. Nothing a value holds may change which resource is asked for: a value
+    /// that would be empty (a listing instead of one object) or would form a dot segment of the
+    /// path (which every URL parser resolves to another path) is refused.
+    ///
+    /// # Errors
+    /// Why this key or reference cannot be looked up with this template.
+    pub fn url(&self, key: &str, external_reference: Option<&str>) -> Result<reqwest::Url, String> {
+        let template = self.settings.url.as_str();
+        let mut text = template.to_owned();
+        for (placeholder, value) in [
+            ("{key}", Some(key)),
+            ("{external_reference}", external_reference),
+        ] {
+            if !template.contains(placeholder) {
+                continue;
+            }
+            let value = value.unwrap_or_default();
+            if value.is_empty() {
+                let what = &placeholder[1..placeholder.len() - 1];
+                return Err(format!(
+                    "no {what} to look up: {placeholder} would be empty, and an empty value asks \
+                     for another resource (a listing)"
+                ));
+            }
+            text = text.replace(placeholder, &encode(value));
+        }
+        if written_path(&text).split('/').any(is_dot_segment) {
+            return Err(format!(
+                "{key:?} or its reference would make a dot segment of the lookup URL's path, \
+                 which names another resource: it cannot be looked up"
+            ));
+        }
+        reqwest::Url::parse(&text).map_err(|e| format!("the lookup URL is not valid: {e}"))
+    }
+
+    /// The lookup URL for `key` and `external_reference` as errors and logs show it: scheme,
+    /// host and path, never the query (which may carry a credential).
+    pub fn shown_url(&self, key: &str, external_reference: Option<&str>) -> String {
+        match self.url(key, external_reference) {
+            Ok(url) => shown(&url),
+            Err(_) => shown_template(self.settings.url.as_str()),
+        }
     }
 
     /// Looks the key up. A 404 means nothing was found.
     pub async fn lookup(&self, key: &str, external_reference: Option<&str>) -> LookupResult {
-        let url = self.url(key, external_reference);
+        let url = match self.url(key, external_reference) {
+            Ok(url) => url,
+            Err(detail) => {
+                return LookupResult::Failed {
+                    transient: false,
+                    detail,
+                };
+            }
+        };
         let timeout = self.settings.timeout.get();
         match tokio::time::timeout(timeout, self.get(&url, key)).await {
             Ok(r) => r,
             Err(_) => LookupResult::Failed {
                 transient: true,
-                detail: format!("GET {url}: no answer within {timeout:?}"),
+                detail: format!("GET {}: no answer within {timeout:?}", shown(&url)),
             },
         }
     }
 
-    async fn get(&self, url: &str, key: &str) -> LookupResult {
-        let mut request = self.client.get(url).headers(self.headers.clone());
+    async fn get(&self, url: &reqwest::Url, key: &str) -> LookupResult {
+        let at = shown(url);
+        let mut request = self.client.get(url.clone()).headers(self.headers.clone());
         if let Some(signer) = &self.signer {
             // Lookups are signed too: the key, the time, an empty body.
             request = request.headers(crate::http::signature_headers(signer, key, b""));
         }
-        let response = match request
+        let mut response = match request
             .timeout(self.settings.timeout.get() + Duration::from_millis(100))
             .send()
             .await
@@ -144,7 +228,7 @@ impl HttpLookup {
             Err(e) => {
                 return LookupResult::Failed {
                     transient: true,
-                    detail: format!("GET {url}: {e}"),
+                    detail: format!("GET {at}: {}", crate::http::error_text(e)),
                 };
             }
         };
@@ -152,33 +236,57 @@ impl HttpLookup {
         if status == 404 {
             return LookupResult::Found(Vec::new());
         }
+        if (300..400).contains(&status) {
+            // Never followed: the answer would come from elsewhere, with our credentials sent on.
+            return LookupResult::Failed {
+                transient: false,
+                detail: format!(
+                    "GET {at}: HTTP {status}, a redirect{} (not followed)",
+                    crate::http::location(response.headers())
+                ),
+            };
+        }
         if !(200..300).contains(&status) {
             return LookupResult::Failed {
                 transient: status >= 500 || status == 408 || status == 429,
-                detail: format!("GET {url}: HTTP {status}"),
+                detail: format!("GET {at}: HTTP {status}"),
             };
         }
-        let body = match response.bytes().await {
-            Ok(b) if b.len() <= 16 * MAX_RESPONSE_BYTES => b,
-            Ok(b) => {
-                return LookupResult::Failed {
-                    transient: false,
-                    detail: format!("GET {url}: answer of {} bytes is too large", b.len()),
-                };
-            }
-            Err(e) => {
-                return LookupResult::Failed {
-                    transient: true,
-                    detail: format!("GET {url}: answer broke off: {e}"),
-                };
-            }
+        let too_large = || LookupResult::Failed {
+            transient: false,
+            detail: format!("GET {at}: the answer exceeds {MAX_LOOKUP_BYTES} bytes"),
         };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_LOOKUP_BYTES as u64)
+        {
+            return too_large();
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) if body.len() + chunk.len() > MAX_LOOKUP_BYTES => {
+                    return too_large();
+                }
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Err(e) => {
+                    return LookupResult::Failed {
+                        transient: true,
+                        detail: format!(
+                            "GET {at}: answer broke off: {}",
+                            crate::http::error_text(e)
+                        ),
+                    };
+                }
+            }
+        }
         let doc: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
             Err(e) => {
                 return LookupResult::Failed {
                     transient: false,
-                    detail: format!("GET {url}: answer is not JSON: {e}"),
+                    detail: format!("GET {at}: answer is not JSON: {e}"),
                 };
             }
         };
@@ -189,21 +297,114 @@ impl HttpLookup {
             Some(other) => LookupResult::Failed {
                 transient: false,
                 detail: format!(
-                    "GET {url}: {:?} holds {other}, not a list of objects",
-                    self.settings.results_pointer
+                    "GET {at}: {:?} holds a {}, not a list of objects",
+                    self.settings.results_pointer,
+                    kind_of(other)
                 ),
             },
         }
     }
 }
 
+/// What kind of JSON value `v` is, for an error that must not echo the value.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::encode;
+    use super::*;
+    use oncebox_core::config::{HttpUrl, JsonPointer};
+    use oncebox_core::duration::NonZeroDuration;
+
+    fn lookup(template: &str) -> HttpLookup {
+        let settings = LookupSettings {
+            url: HttpUrl::parse(template.into()).expect("url"),
+            results_pointer: JsonPointer::parse("/data".into()).expect("pointer"),
+            fields: Vec::new(),
+            reference_pointer: None,
+            timeout: NonZeroDuration::from_secs(1),
+            headers: None,
+        };
+        HttpLookup::new("d", &settings, HeaderMap::new()).expect("lookup")
+    }
 
     #[test]
     fn keys_are_percent_encoded() {
         assert_eq!(encode("order-8172_a.b~c"), "order-8172_a.b~c");
         assert_eq!(encode("a/b?c=d&e#f"), "a%2Fb%3Fc%3Dd%26e%23f");
+    }
+
+    /// Why dot segments are refused rather than encoded: a URL parser resolves them, and their
+    /// percent-encoded spellings too, to another path.
+    #[test]
+    fn url_parsers_resolve_dot_segments_even_encoded() {
+        for dotted in [
+            "http://h/refunds/..",
+            "http://h/refunds/%2E%2E",
+            "http://h/refunds/.%2e",
+        ] {
+            let url = reqwest::Url::parse(dotted).expect("url");
+            assert_eq!(url.path(), "/", "{dotted}");
+        }
+    }
+
+    #[test]
+    fn a_value_never_changes_the_path_it_is_put_in() {
+        let path = lookup("http://h/refunds/{key}");
+        for key in [".", ".."] {
+            let refused = path.url(key, None).expect_err(key);
+            assert!(refused.contains("dot segment"), "{key}: {refused}");
+        }
+        // A percent sign is encoded itself: the receiver is asked for the key as written.
+        for (key, sent) in [("%2E", "%252E"), (".%2e", ".%252e")] {
+            let url = path.url(key, None).expect(key);
+            assert_eq!(url.path(), format!("/refunds/{sent}"));
+        }
+        let url = path.url("a/../b", None).expect("one segment");
+        assert_eq!(url.path(), "/refunds/a%2F..%2Fb");
+        assert_eq!(
+            path.url("...", None).expect("not a dot segment").path(),
+            "/refunds/..."
+        );
+        let query = lookup("http://h/find?key={key}");
+        for key in [".", "..", "a/../b"] {
+            let url = query.url(key, None).expect(key);
+            assert_eq!(url.path(), "/find", "{key}");
+            let found: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+            assert_eq!(found, [("key".to_owned(), key.to_owned())]);
+        }
+    }
+
+    #[test]
+    fn an_empty_value_is_refused_rather_than_asking_for_a_listing() {
+        let by_reference = lookup("http://h/refunds/{external_reference}");
+        let refused = by_reference.url("k", None).expect_err("no reference");
+        assert!(refused.contains("external_reference"), "{refused}");
+        assert!(by_reference.url("k", Some("")).is_err());
+        assert!(by_reference.url("k", Some("..")).is_err());
+        assert_eq!(
+            by_reference
+                .url("k", Some("re-1"))
+                .expect("reference")
+                .path(),
+            "/refunds/re-1"
+        );
+        let query = lookup("http://h/refunds?ref={external_reference}&key={key}");
+        assert!(query.url("k", None).is_err());
+    }
+
+    #[test]
+    fn errors_show_the_url_without_its_query() {
+        let l = lookup("https://user:pw@h:8443/find/{key}?api_key=s3cret");
+        assert_eq!(l.shown_url("k-1", None), "https://h:8443/find/k-1");
+        assert_eq!(l.shown_url("..", None), "https://h:8443/find/{key}");
     }
 }

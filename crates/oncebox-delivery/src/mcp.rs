@@ -23,8 +23,9 @@ use serde_json::{Value, json};
 
 use crate::classify::{StatusClass, StatusOverrides, classify_status};
 use crate::http::{
-    BuildError, DeliveryRequest, MAX_RESPONSE_BYTES, SseParser, classify_transport_error,
-    header_map, install_crypto_provider, reference_at,
+    BuildError, DeliveryRequest, MAX_RESPONSE_BYTES, SseParser, classify_transport_error, client,
+    client_builder, error_text, excerpt_of, header_map, install_crypto_provider, location,
+    reference_at,
 };
 
 /// `_meta` key carrying the idempotency key of a call (the same key the gateway accepts).
@@ -105,13 +106,12 @@ impl McpClient {
     ) -> Result<McpClient, BuildError> {
         install_crypto_provider();
         let headers = header_map(name, "headers", headers)?;
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .connect_timeout(connect_timeout.min(Duration::from_secs(5)))
-            .build()
-            .map_err(|e| {
-                BuildError::new(name, "kind", &format!("cannot build the HTTP client: {e}"))
-            })?;
+        let client = client(
+            name,
+            client_builder()
+                .pool_max_idle_per_host(256)
+                .connect_timeout(connect_timeout.min(Duration::from_secs(5))),
+        )?;
         Ok(McpClient {
             client,
             url: url.to_owned(),
@@ -259,7 +259,7 @@ impl McpClient {
         let body = serde_json::to_vec(message).unwrap_or_default();
         let mut response = match request.body(body).send().await {
             Ok(response) => response,
-            Err(e) => return (transport(&e), None),
+            Err(e) => return (transport(e), None),
         };
         let session_id = response.headers().get("mcp-session-id").cloned();
         let status = response.status().as_u16();
@@ -269,8 +269,16 @@ impl McpClient {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(RetryAfter::parse);
+            let redirect = if (300..400).contains(&status) {
+                format!(
+                    "a redirect{} (not followed): ",
+                    location(response.headers())
+                )
+            } else {
+                String::new()
+            };
             let head = response.chunk().await.ok().flatten().unwrap_or_default();
-            let text = String::from_utf8_lossy(&head[..head.len().min(512)]).into_owned();
+            let text = redirect + &String::from_utf8_lossy(&head[..head.len().min(512)]);
             let status = Exchange::Status {
                 status,
                 retry_after,
@@ -308,7 +316,7 @@ async fn read_json(response: &mut reqwest::Response) -> Exchange {
             Err(e) => {
                 return no_answer(
                     ErrorCode::ConnectionReset,
-                    &format!("answer broke off: {e}"),
+                    &format!("answer broke off: {}", error_text(e)),
                 );
             }
         }
@@ -325,7 +333,7 @@ async fn read_json(response: &mut reqwest::Response) -> Exchange {
 /// The answer to request `id` in an event stream (other messages — progress, logs, the
 /// server's own requests — are passed over).
 async fn read_stream(response: &mut reqwest::Response, id: u64) -> Exchange {
-    let mut sse = SseParser::default();
+    let mut sse = SseParser::new(MAX_MESSAGE_BYTES);
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
@@ -338,14 +346,20 @@ async fn read_stream(response: &mut reqwest::Response, id: u64) -> Exchange {
             Err(e) => {
                 return no_answer(
                     ErrorCode::ConnectionReset,
-                    &format!("answer broke off: {e}"),
+                    &format!("answer broke off: {}", error_text(e)),
                 );
             }
         };
         let mut fed: &[u8] = &chunk;
-        while let Some(data) = sse.feed(fed, "message") {
+        while let Some(event) = sse.feed(fed, "message") {
             fed = &[];
-            let Ok(message) = serde_json::from_str::<Value>(&data) else {
+            if event.truncated {
+                return no_answer(
+                    ErrorCode::MalformedResponse,
+                    "a message of the event stream exceeds 1 MiB",
+                );
+            }
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
                 continue;
             };
             let answers = message.get("id").and_then(Value::as_u64) == Some(id)
@@ -420,7 +434,7 @@ fn session_refused(answer: Exchange) -> Exchange {
 }
 
 /// A transport error as an exchange: before the request left, or after.
-fn transport(e: &reqwest::Error) -> Exchange {
+fn transport(e: reqwest::Error) -> Exchange {
     match classify_transport_error(e) {
         DeliveryOutcome::RetryBeforeExecution { error, .. } => Exchange::NotSent {
             error,
@@ -629,9 +643,5 @@ fn content_text(result: &Value) -> String {
 
 /// At most 512 bytes of `text`, cut at a character boundary.
 fn excerpt(text: &str) -> String {
-    let mut end = text.len().min(512);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    excerpt_of(text, 512)
 }

@@ -206,8 +206,15 @@ impl Gateway {
         }
     }
 
-    /// The tenant's intent under `key` (a task id), or an error naming it.
+    /// The tenant's intent under `key` (a task id), or an error naming it. A key that could
+    /// never have been accepted is refused as such, without asking the database.
     async fn own(&self, tenant: &str, key: &str) -> Result<Intent, McpError> {
+        if let Err(e) = oncebox_core::validate_key(key) {
+            return Err(McpError::invalid_params(
+                format!("no task {key:?}: a task id is an idempotency key, and this one {e}"),
+                None,
+            ));
+        }
         intent_by_key(&self.pool, tenant, key)
             .await
             .map_err(internal)?
@@ -253,6 +260,13 @@ impl Gateway {
                 "give the key a call's result named",
             ));
         };
+        if let Err(e) = oncebox_core::validate_key(key) {
+            return Ok(refusal(
+                "invalid",
+                "idempotency_key",
+                &format!("no call can have had this key: it {e}"),
+            ));
+        }
         let settled = self.watch_settled();
         match intent_by_key(&self.pool, tenant, key)
             .await

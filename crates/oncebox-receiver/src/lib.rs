@@ -113,6 +113,9 @@ pub struct Seen {
     pub attempt: Option<u32>,
     /// When it arrived.
     pub at: std::time::Instant,
+    /// When its answer was written (or the connection closed instead); `None` while the
+    /// receiver is still at it.
+    pub ended: Option<std::time::Instant>,
     /// The fault applied.
     pub fault: Fault,
     /// Whether it executed an effect.
@@ -243,8 +246,17 @@ async fn serve(
         }
         let key = header(&head, "Idempotency-Key").unwrap_or_default();
         let attempt = header(&head, "X-Oncebox-Attempt").and_then(|a| a.parse().ok());
-        let (fault, replay) = execute(&state, &config, &key, attempt, body);
-        if !answer(&mut stream, &key, fault, replay).await? {
+        let (index, fault, replay) = execute(&state, &config, &key, attempt, body);
+        let answered = answer(&mut stream, &key, fault, replay).await;
+        if let Some(seen) = state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .seen
+            .get_mut(index)
+        {
+            seen.ended = Some(std::time::Instant::now());
+        }
+        if !answered? {
             return Ok(());
         }
     }
@@ -293,15 +305,15 @@ fn look_up(state: &Mutex<State>, target: &str) -> Value {
 }
 
 /// Picks the fault of one request, executes its effect (unless the fault forbids it, or the
-/// receiver honours keys and the key has one already) and notes what it saw. Returns the fault
-/// and whether the answer is a replay.
+/// receiver honours keys and the key has one already) and notes what it saw. Returns where it
+/// noted it, the fault and whether the answer is a replay.
 fn execute(
     state: &Mutex<State>,
     config: &ReceiverConfig,
     key: &str,
     attempt: Option<u32>,
     body: Value,
-) -> (Fault, bool) {
+) -> (usize, Fault, bool) {
     let mut st = state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -345,12 +357,13 @@ fn execute(
         key: key.to_owned(),
         attempt,
         at: std::time::Instant::now(),
+        ended: None,
         fault: fault.clone(),
         executed,
         body,
     });
     tracing::debug!(%key, ?fault, executed, replay, "receiver");
-    (fault, replay)
+    (st.seen.len() - 1, fault, replay)
 }
 
 /// Answers as `fault` says; false when the connection is to be closed.

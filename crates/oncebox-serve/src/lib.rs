@@ -4,6 +4,9 @@
 //! - A connection must send a complete request head within [`Limits::header_timeout`] of being
 //!   accepted or of its previous answer: a half-sent request and an idle keep-alive connection
 //!   are both closed then (hyper's header-read timer runs while it waits for the next head).
+//! - A request's body must arrive within [`Limits::body_timeout`] of its head: a read that
+//!   waits longer fails ([`BodyTimedOut`]; the handler answers 408 or 400) and the connection,
+//!   its body unread, is closed.
 //! - At most [`Limits::max_connections`] connections are served at once; beyond that, new ones
 //!   wait in the listen backlog until one closes (idle ones close within the timeout).
 //! - On shutdown the listener closes, connections finish the request they are serving and are
@@ -11,9 +14,11 @@
 //! - With [`Tls`], every connection is TLS (rustls, ring provider), and the handshake counts
 //!   against the header timeout like the request head does.
 
+mod body;
 pub mod metric;
 mod tls;
 
+pub use body::{BodyTimedOut, timed_out};
 pub use tls::Tls;
 
 use std::future::Future;
@@ -34,6 +39,8 @@ pub struct Limits {
     /// A request head must arrive within this long after the connection opened or its previous
     /// answer was sent; otherwise the connection is closed.
     pub header_timeout: Duration,
+    /// A request body must be read whole within this long of its head.
+    pub body_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
     /// On shutdown, how long connections may finish what they are doing.
@@ -44,6 +51,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(5),
         }
@@ -71,6 +79,12 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let body_timeout = limits.body_timeout;
+    let router = router.layer(axum::middleware::map_request(
+        move |request: axum::extract::Request| async move {
+            request.map(|b| body::timed(b, body_timeout))
+        },
+    ));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder

@@ -83,6 +83,10 @@ statements! {
     RATE_SLOW = "rate_slow.sql";
     /// Defer leased rows without an attempt.
     DEFER = "defer.sql";
+    /// Park leased rows of a disabled destination without an attempt.
+    PARK = "park.sql";
+    /// An enabled destination's waiting deliveries made ready.
+    DESTINATION_READY = "destination_ready.sql";
     /// Ordering lanes: the busy ones, blocked first.
     LANES_LIST = "lanes_list.sql";
     /// Ordering lanes: the repair sweep.
@@ -101,6 +105,10 @@ statements! {
     SESSION_FIND = "session_find.sql";
     /// Console: logout.
     SESSION_END = "session_end.sql";
+    /// Console: a login form served.
+    LOGIN_CREATE = "login_create.sql";
+    /// Console: a login form taken by its login.
+    LOGIN_TAKE = "login_take.sql";
     /// Console: a tenant's intents per action and status.
     CONSOLE_COUNTS = "console_counts.sql";
     /// Console: completions per minute over the last hour.
@@ -163,6 +171,8 @@ statements! {
     MIGRATIONS_LEGACY = "migrations_legacy.sql";
     /// Migrate: move oncebox's rows out of the shared history.
     MIGRATIONS_ADOPT = "migrations_adopt.sql";
+    /// Migrate: one process at a time moves the shared history.
+    MIGRATIONS_LOCK = "migrations_lock.sql";
 }
 
 /// A statement that [`pyformat`] cannot spell for a Python driver.

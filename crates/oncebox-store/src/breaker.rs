@@ -104,16 +104,55 @@ pub async fn disable(
     Ok(())
 }
 
-/// Enables `destination` again: closed, no failures.
+/// Enables `destination` again — closed, no failures — and makes every waiting delivery of its
+/// `actions` ready now, in one transaction (see park.sql for how this is ordered against a
+/// worker parking rows at the same moment). Returns how many deliveries were made ready.
+///
+/// # Errors
+/// The database's error; then nothing changed.
+pub async fn enable(
+    pool: &sqlx::PgPool,
+    destination: &str,
+    actions: &[String],
+) -> Result<i64, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(sql::BREAKER_ENABLE)
+        .bind(destination)
+        .execute(&mut *tx)
+        .await?;
+    let ready: i64 = sqlx::query_scalar(sql::DESTINATION_READY)
+        .bind(actions)
+        .bind(sql::OUTBOX_CHANNEL)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(ready)
+}
+
+/// Parks leased deliver rows of `destination` (fenced) while it is disabled: gives their leases
+/// back without an attempt, each row waiting `wait` or until its intent's deadline, whichever
+/// comes first; a row of a destination enabled meanwhile is made ready at once instead.
+/// Returns the intents given back.
 ///
 /// # Errors
 /// The database's error.
-pub async fn enable(db: impl PgExecutor<'_>, destination: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(sql::BREAKER_ENABLE)
+pub async fn park(
+    db: impl PgExecutor<'_>,
+    worker: &str,
+    leases: &[crate::Lease],
+    destination: &str,
+    wait: Duration,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (ids, epochs) = crate::lease::columns(leases);
+    sqlx::query_scalar(sql::PARK)
+        .bind(ids)
+        .bind(epochs)
+        .bind(worker)
+        .bind(crate::Phase::Deliver)
         .bind(destination)
-        .execute(db)
-        .await?;
-    Ok(())
+        .bind(wait.as_secs_f64())
+        .fetch_all(db)
+        .await
 }
 
 /// Takes up to `n` tokens of `destination`'s pool-wide bucket (refilled at `per_second` up to

@@ -104,6 +104,41 @@ pub async fn end_session(db: impl PgExecutor<'_>, session_id: &str) -> Result<()
     Ok(())
 }
 
+/// How long a login form lasts.
+pub const LOGIN_FORM_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Opens a login form (a login page served): returns its id (for the login page's cookie; only
+/// its SHA-256 is stored) and the CSRF token the form carries.
+///
+/// # Errors
+/// The database's error, or the OS random source failing.
+pub async fn create_login(db: impl PgExecutor<'_>) -> Result<(String, String), sqlx::Error> {
+    let id = random_hex()?;
+    let csrf = random_hex()?;
+    sqlx::query(sql::LOGIN_CREATE)
+        .bind(id_hash(&id))
+        .bind(&csrf)
+        .bind(LOGIN_FORM_LIFETIME.as_secs_f64())
+        .execute(db)
+        .await?;
+    Ok((id, csrf))
+}
+
+/// Takes the login form under `login_id` for its login — once, while it lasts — and returns its
+/// CSRF token; `None` when the server never served it, it was used, or it expired.
+///
+/// # Errors
+/// The database's error.
+pub async fn take_login(
+    db: impl PgExecutor<'_>,
+    login_id: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(sql::LOGIN_TAKE)
+        .bind(id_hash(login_id))
+        .fetch_optional(db)
+        .await
+}
+
 /// Records that worker `worker` is alive (and whether it claims deliveries); returns how many
 /// workers that claim deliveries were seen in the last 15 seconds, this one included.
 ///

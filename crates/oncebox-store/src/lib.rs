@@ -17,6 +17,7 @@ mod lease;
 mod migrate;
 pub mod ops;
 mod queue;
+mod readiness;
 mod record;
 pub mod scratch;
 mod settled;
@@ -40,6 +41,7 @@ pub use migrate::{
     MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready, refuse_newer_schema,
 };
 pub use queue::{ReadyQueue, WaitingGauge, ping, ready_queue, waiting_gauges};
+pub use readiness::{READY_TIMEOUT, ReadinessCheck};
 pub use record::{
     Completion, Next, Report, defer, mark_dispatched, mark_reconciling, notify_done, notify_later,
     record, release, renew,

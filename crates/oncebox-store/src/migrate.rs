@@ -78,7 +78,7 @@ async fn adopt_shared_history(pool: &PgPool) -> Result<u64, StoreError> {
     if !shared {
         return Ok(0);
     }
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+    sqlx::query(sql::MIGRATIONS_LOCK)
         .bind(ADOPTION_LOCK)
         .execute(&mut *tx)
         .await?;

@@ -283,29 +283,38 @@ async fn lock_for(tx: &mut PgConnection, id: i64, to: Status) -> Result<Intent, 
     )))
 }
 
-/// Records an operator's decision on `before`: a row of the retry report and one of the audit
-/// log (`action`, `reason`), in the caller's transaction; returns the intent as it now is.
-#[allow(clippy::too_many_arguments)]
+/// An operator's decision as the retry report and the audit log keep it.
+struct Decided<'a> {
+    /// Who decided.
+    actor: &'a Actor,
+    /// The retry report's kind of row.
+    kind: AttemptKind,
+    /// The retry report's detail.
+    detail: &'a str,
+    /// The audit log's action (`retry`, `resolve`, `cancel`).
+    action: &'a str,
+    /// The reason the operator gave.
+    reason: Option<&'a str>,
+}
+
+/// Records decision `d` on `before`: a row of the retry report and one of the audit log, in the
+/// caller's transaction; returns the intent as it now is.
 async fn report(
     tx: &mut PgConnection,
     before: &Intent,
-    actor: &Actor,
-    kind: AttemptKind,
-    detail: &str,
-    action: &str,
-    reason: Option<&str>,
+    d: &Decided<'_>,
 ) -> Result<Intent, OpsError> {
     sqlx::query(sql::OPS_REPORT)
         .bind(before.id)
         .bind(before.attempt_count)
-        .bind(actor.label())
-        .bind(kind)
-        .bind(detail)
+        .bind(d.actor.label())
+        .bind(d.kind)
+        .bind(d.detail)
         .bind(crate::DONE_CHANNEL)
         .execute(&mut *tx)
         .await?;
     let after = lock(tx, before.id).await?;
-    audit(tx, before, after.status, actor, action, reason).await?;
+    audit(tx, before, after.status, d.actor, d.action, d.reason).await?;
     Ok(after)
 }
 
@@ -332,21 +341,16 @@ async fn audit(
     Ok(())
 }
 
-/// Runs `statement`, whose one parameter is the intent's id, records the operator's decision in
-/// the retry report and the audit log, and returns the intent as it now is.
-#[allow(clippy::too_many_arguments)]
+/// Runs `statement`, whose one parameter is the intent's id, records decision `d` in the retry
+/// report and the audit log, and returns the intent as it now is.
 async fn apply(
     tx: &mut PgConnection,
     i: &Intent,
     statement: &'static str,
-    actor: &Actor,
-    kind: AttemptKind,
-    detail: &str,
-    action: &str,
-    reason: Option<&str>,
+    d: &Decided<'_>,
 ) -> Result<Intent, OpsError> {
     sqlx::query(statement).bind(i.id).execute(&mut *tx).await?;
-    report(tx, i, actor, kind, detail, action, reason).await
+    report(tx, i, d).await
 }
 
 /// Sends a `failed` or `needs_review` intent back to `pending`, with the same key: its deliver
@@ -385,17 +389,14 @@ pub async fn retry(
         }));
     }
     let detail = format!("{} -> pending by {}: {why}", i.status, actor.label());
-    apply(
-        tx,
-        &i,
-        sql::OPS_RETRY,
+    let decided = Decided {
         actor,
-        AttemptKind::OperatorRetry,
-        &detail,
-        "retry",
-        Some(why),
-    )
-    .await
+        kind: AttemptKind::OperatorRetry,
+        detail: &detail,
+        action: "retry",
+        reason: Some(why),
+    };
+    apply(tx, &i, sql::OPS_RETRY, &decided).await
 }
 
 /// Decides an intent that needs review: succeeded (with an optional reference) or failed (with
@@ -442,16 +443,14 @@ pub async fn resolve(
         Resolution::Failed { reason } => Some(reason.as_str()),
         Resolution::Succeeded { .. } => None,
     });
-    report(
-        tx,
-        &i,
+    let decided = Decided {
         actor,
-        AttemptKind::OperatorResolved,
-        &detail,
-        "resolve",
+        kind: AttemptKind::OperatorResolved,
+        detail: &detail,
+        action: "resolve",
         reason,
-    )
-    .await
+    };
+    report(tx, &i, &decided).await
 }
 
 /// Cancels a pending intent that was never dispatched. Refused once any attempt was made, while
@@ -503,17 +502,14 @@ pub async fn cancel(
         _ => {}
     }
     let detail = format!("cancelled by {} before dispatch", actor.label());
-    apply(
-        tx,
-        &i,
-        sql::OPS_CANCEL,
+    let decided = Decided {
         actor,
-        AttemptKind::Cancelled,
-        &detail,
-        "cancel",
-        why,
-    )
-    .await
+        kind: AttemptKind::Cancelled,
+        detail: &detail,
+        action: "cancel",
+        reason: why,
+    };
+    apply(tx, &i, sql::OPS_CANCEL, &decided).await
 }
 
 /// Skips intent `id`, the head of its ordering lane that ended failed, expired or needs_review

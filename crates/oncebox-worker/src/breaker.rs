@@ -1,8 +1,10 @@
 //! Circuit breakers as this worker sees them: the pool-wide state in `oncebox.destination_state`
-//! (oncebox_store::breaker), read at most once a second, gates each claimed delivery of a
-//! destination that has a breaker — send it, or defer it without an attempt — and each outcome
-//! is reported: a failure of transport or 5xx class (or a timeout) counts towards opening, an
-//! answer closes, a `410 Gone` disables.
+//! (oncebox_store::breaker), read at most once a second, gates each claimed delivery — send it,
+//! defer it without an attempt while its breaker is open, or park it while its destination is
+//! disabled — and each outcome of a destination with a breaker is reported: a failure of
+//! transport or 5xx class (or a timeout) counts towards opening, an answer closes, a `410 Gone`
+//! disables. An operator's disable holds for every destination, with a breaker or without one,
+//! of every kind.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -16,8 +18,11 @@ use tokio::time::Instant;
 
 /// How stale the cached states may be.
 const FRESH: Duration = Duration::from_secs(1);
-/// How long a disabled destination's rows wait before they are looked at again.
-const DISABLED_WAIT: Duration = Duration::from_secs(5);
+/// How long a disabled destination's rows are parked before they are looked at again (unless
+/// their deadline comes first). Enabling the destination makes them ready at once
+/// (`oncebox_store::breaker::enable`), so the wait only bounds how often a parked backlog is
+/// claimed again.
+pub(crate) const PARKED_WAIT: Duration = Duration::from_secs(300);
 /// The shortest deferral (a probe about to be allowed).
 const MIN_WAIT: Duration = Duration::from_millis(200);
 
@@ -28,6 +33,8 @@ pub(crate) enum Gate {
     Send,
     /// Give the lease back; the row waits this long, without an attempt.
     Defer(Duration),
+    /// The destination is disabled: park the row ([`PARKED_WAIT`]) without an attempt.
+    Park,
 }
 
 #[derive(Debug, Clone)]
@@ -87,22 +94,31 @@ impl Breakers {
         }
     }
 
-    /// Whether to send a delivery to `destination` now: closed → send; disabled → wait; open →
-    /// wait for the cool-down, then one worker in the pool wins the probe and sends it.
+    /// Whether to send a delivery to `destination` now: disabled → park (whatever the
+    /// destination's kind, with a breaker or without); without breaker `settings` → send; closed
+    /// → send; open → wait for the cool-down, then one worker in the pool wins the probe and
+    /// sends it.
     pub(crate) async fn gate(
         &self,
         pool: &PgPool,
         destination: &str,
-        settings: &BreakerSettings,
+        settings: Option<&BreakerSettings>,
     ) -> Gate {
         self.refresh(pool).await;
         let now = Instant::now();
         let Some(cached) = self.cache().states.get(destination).cloned() else {
             return Gate::Send;
         };
+        if cached.state == "disabled" {
+            return Gate::Park;
+        }
+        // Without a breaker configured (an open state may be left from a configuration that had
+        // one), only a disable holds deliveries back.
+        let Some(settings) = settings else {
+            return Gate::Send;
+        };
         match cached.state.as_str() {
             "closed" => Gate::Send,
-            "disabled" => Gate::Defer(DISABLED_WAIT),
             _ => match cached.probe_at {
                 Some(at) if at > now => Gate::Defer((at - now).max(MIN_WAIT)),
                 _ => {

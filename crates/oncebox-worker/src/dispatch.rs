@@ -117,20 +117,30 @@ pub(crate) async fn start(
     let mut to_send = Vec::with_capacity(rows.len());
     // Intents to mark dispatched before their call (destinations that do not honour keys).
     let mut marks = HashSet::new();
+    // Rows held back without an attempt: deferred (an open breaker) or parked (disabled).
+    let (mut deferred, mut waits) = (Vec::new(), Vec::new());
+    let mut parked: HashMap<&str, Vec<Lease>> = HashMap::new();
     for row in rows {
         match triage(&row, &ctx.routes) {
             Triage::Complete(c) => send(outcomes, *c).await,
-            Triage::Send { mark } => {
-                if let Some(wait) = held_back(ctx, &row).await {
-                    defer(ctx, row.lease, wait).await;
-                    continue;
+            Triage::Send { mark } => match gate(ctx, &row).await {
+                (_, Gate::Send) => {
+                    if mark {
+                        marks.insert(row.intent_id());
+                    }
+                    to_send.push(row);
                 }
-                if mark {
-                    marks.insert(row.intent_id());
+                (_, Gate::Defer(wait)) => {
+                    deferred.push(row.lease);
+                    waits.push(until_deadline(&row, wait));
                 }
-                to_send.push(row);
-            }
+                (destination, Gate::Park) => parked.entry(destination).or_default().push(row.lease),
+            },
         }
+    }
+    defer_all(ctx, &deferred, &waits).await;
+    for (destination, leases) in parked {
+        park(ctx, destination, &leases).await;
     }
     let mut to_send = within_rates(ctx, to_send).await;
     // Only the rows still to be sent (not deferred for their rate) are marked.
@@ -175,22 +185,51 @@ pub(crate) async fn start(
     }
 }
 
-/// How long `row` must wait when its destination's circuit breaker holds it back (open, or
-/// disabled); `None` to send it now.
-async fn held_back(ctx: &Context, row: &ClaimedRow) -> Option<Duration> {
-    let route = ctx.routes.get(&row.action)?;
-    let settings = route.breaker.as_ref()?;
+/// Whether `row` may be sent now, and its destination: its destination may be disabled (every
+/// destination, of every kind) or, with a circuit breaker, open.
+async fn gate<'c>(ctx: &'c Context, row: &ClaimedRow) -> (&'c str, Gate) {
+    let Some(route) = ctx.routes.get(&row.action) else {
+        return ("", Gate::Send);
+    };
     let name = route.destination.name();
-    match ctx.breakers.gate(&ctx.pool, name, settings).await {
-        Gate::Send => None,
-        Gate::Defer(wait) => Some(wait),
-    }
+    let gate = ctx
+        .breakers
+        .gate(&ctx.pool, name, route.breaker.as_ref())
+        .await;
+    (name, gate)
 }
 
-/// Gives `lease` back without an attempt; the row waits `wait`. A failure is logged: the row
-/// then waits for its lease to expire.
-async fn defer(ctx: &Context, lease: Lease, wait: Duration) {
-    defer_all(ctx, &[lease], &[wait]).await;
+/// `wait`, cut short so that the row is looked at again by its intent's deadline (which then
+/// expires it) rather than after it.
+fn until_deadline(row: &ClaimedRow, wait: Duration) -> Duration {
+    let left = row.deadline.map(|d| {
+        SystemTime::from(d)
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+    });
+    left.map_or(wait, |left| wait.min(left))
+}
+
+/// Parks `leases` of the disabled `destination` without an attempt. A failure is logged: the
+/// rows then wait for their leases to expire.
+async fn park(ctx: &Context, destination: &str, leases: &[Lease]) {
+    let parked = oncebox_store::breaker::park(
+        &ctx.pool,
+        &ctx.settings.id,
+        leases,
+        destination,
+        crate::breaker::PARKED_WAIT,
+    );
+    match parked.await {
+        Ok(_) => tracing::debug!(
+            destination,
+            n = leases.len(),
+            "parked: the destination is disabled"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, destination, "parking deliveries of a disabled destination failed; their leases will expire");
+        }
+    }
 }
 
 /// Gives `leases` back without an attempt, each waiting its own delay.

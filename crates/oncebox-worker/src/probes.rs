@@ -17,17 +17,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{Metrics, now_ms};
 
-/// How long `/readyz` waits for the database.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// What the probes check: how long a loop may go without a turn, and the database to reach.
 #[derive(Clone)]
 pub struct Probes {
     /// A loop that has not turned for this long is stuck, and `/healthz` answers 503.
     pub stuck_after: Duration,
     /// `/readyz` answers 200 only when a new connection with these options answers within 2 s
-    /// and every migration this binary knows has been applied. A connection of its own, not one of the pool's: a query abandoned at the
-    /// timeout must not leave a pooled connection in an unknown state.
+    /// and every migration this binary knows has been applied
+    /// ([`oncebox_store::ReadinessCheck`]: one connection of its own at a time, outside the
+    /// pool, counted in the worker's connection budget).
     pub database: Option<sqlx::postgres::PgConnectOptions>,
     /// Connection limits of the probe server.
     pub limits: Limits,
@@ -36,7 +34,8 @@ pub struct Probes {
 #[derive(Clone)]
 struct ProbeState {
     metrics: Arc<Metrics>,
-    probes: Probes,
+    stuck_after: Duration,
+    readiness: Option<Arc<oncebox_store::ReadinessCheck>>,
 }
 
 /// Binds `addr` and serves the probes until `cancel`; returns the bound address.
@@ -52,7 +51,13 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let limits = probes.limits;
-    let app = router(ProbeState { metrics, probes });
+    let app = router(ProbeState {
+        metrics,
+        stuck_after: probes.stuck_after,
+        readiness: probes
+            .database
+            .map(|options| Arc::new(oncebox_store::ReadinessCheck::new(options))),
+    });
     tokio::spawn(async move {
         oncebox_serve::serve(listener, app, limits, cancel.cancelled_owned()).await;
     });
@@ -85,7 +90,7 @@ async fn metrics(State(s): State<ProbeState>) -> Response {
 }
 
 async fn healthz(State(s): State<ProbeState>) -> Response {
-    let stuck_ms = u64::try_from(s.probes.stuck_after.as_millis()).unwrap_or(u64::MAX);
+    let stuck_ms = u64::try_from(s.stuck_after.as_millis()).unwrap_or(u64::MAX);
     match s.metrics.liveness(now_ms(), stuck_ms) {
         Ok(()) => text(StatusCode::OK, "ok\n".into()),
         Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("stuck: {why}\n")),
@@ -93,28 +98,11 @@ async fn healthz(State(s): State<ProbeState>) -> Response {
 }
 
 async fn readyz(State(s): State<ProbeState>) -> Response {
-    let Some(options) = &s.probes.database else {
+    let Some(readiness) = &s.readiness else {
         return text(StatusCode::OK, "ready\n".into());
     };
-    match tokio::time::timeout(READY_TIMEOUT, ready(options)).await {
-        Ok(Ok(())) => text(StatusCode::OK, "ready\n".into()),
-        Ok(Err(why)) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-        Err(_) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "database: no answer within 2 s\n".into(),
-        ),
+    match readiness.check().await {
+        Ok(()) => text(StatusCode::OK, "ready\n".into()),
+        Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
     }
-}
-
-/// Opens a connection, checks that the schema is current and closes it.
-async fn ready(options: &sqlx::postgres::PgConnectOptions) -> Result<(), String> {
-    use sqlx::Connection as _;
-    let mut conn = sqlx::PgConnection::connect_with(options)
-        .await
-        .map_err(|e| format!("database: {e}"))?;
-    let ready = oncebox_store::ready(&mut conn).await;
-    if let Err(e) = conn.close().await {
-        tracing::debug!(error = %e, "closing the readiness connection failed");
-    }
-    ready
 }

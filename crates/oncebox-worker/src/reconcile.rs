@@ -40,7 +40,9 @@ pub fn look_again_in(window: Duration, jitter: &mut impl Jitter) -> Duration {
 /// Decides what a lookup's result means for the intent.
 ///
 /// `lookup` is `None` when the destination has no lookup configured (then a person decides);
-/// otherwise its settings, the URL looked up and what it found.
+/// otherwise its settings, the URL looked up (as errors show it) and what it found. Only the one
+/// object that matched is kept as the intent's response: when several were found, or the one
+/// found does not agree, none of them is (they may be another intent's, or another tenant's).
 pub fn decide_reconcile(
     r: &Reconciling,
     lookup: Option<(&LookupSettings, &str, &LookupResult)>,
@@ -83,15 +85,12 @@ pub fn decide_reconcile(
         LookupResult::Found(found) if found.is_empty() => {
             nothing_found(r, url, window, now, jitter)
         }
-        LookupResult::Found(found) if found.len() > 1 => Decision {
-            response: Some(Value::Array(found.clone())),
-            ..Decision::new(
-                Status::NeedsReview,
-                Next::Done,
-                AttemptKind::LookupAmbiguous,
-                format!("GET {url} found {} effects for one intent", found.len()),
-            )
-        },
+        LookupResult::Found(found) if found.len() > 1 => Decision::new(
+            Status::NeedsReview,
+            Next::Done,
+            AttemptKind::LookupAmbiguous,
+            format!("GET {url} found {} effects for one intent", found.len()),
+        ),
         LookupResult::Found(found) => one_found(settings, url, &found[0], arguments),
     };
     decision.complete(r)
@@ -190,18 +189,15 @@ fn one_found(settings: &LookupSettings, url: &str, object: &Value, arguments: &V
         .filter(|p| object.pointer(p) != arguments.pointer(p))
         .collect();
     if !differing.is_empty() {
-        return Decision {
-            response: Some(object.clone()),
-            ..Decision::new(
-                Status::NeedsReview,
-                Next::Done,
-                AttemptKind::LookupMismatch,
-                format!(
-                    "GET {url} found one effect whose {} differ from the intent",
-                    differing.join(", ")
-                ),
-            )
-        };
+        return Decision::new(
+            Status::NeedsReview,
+            Next::Done,
+            AttemptKind::LookupMismatch,
+            format!(
+                "GET {url} found one effect whose {} differ from the intent",
+                differing.join(", ")
+            ),
+        );
     }
     let reference =
         settings
@@ -310,11 +306,16 @@ mod tests {
             two.report.expect("report").kind,
             AttemptKind::LookupAmbiguous
         );
+        assert_eq!(two.response, None, "none of the objects found is kept");
         let other = go(
-            LookupResult::Found(vec![json!({"amount": "99.00"})]),
+            LookupResult::Found(vec![json!({"amount": "99.00", "email": "a@example.com"})]),
             Duration::from_secs(1),
         );
         assert_eq!(other.status, Status::NeedsReview);
+        assert_eq!(
+            other.response, None,
+            "an object that does not agree is not kept"
+        );
         assert!(
             other
                 .report

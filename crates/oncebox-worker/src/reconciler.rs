@@ -91,7 +91,7 @@ async fn look_up(route: Option<&Route>, row: &ClaimedRow) -> Completion {
     let found = match lookup {
         Some(l) => Some((
             l,
-            l.url(&row.idempotency_key, reference),
+            l.shown_url(&row.idempotency_key, reference),
             l.lookup(&row.idempotency_key, reference).await,
         )),
         None => None,

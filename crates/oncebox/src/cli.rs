@@ -206,8 +206,9 @@ pub(crate) enum OpsCommand {
     /// API tokens.
     #[command(subcommand, after_help = EXIT_CODES)]
     Token(TokenCommand),
-    /// Circuit breakers of the destinations that have one (`[destinations.X.breaker]`): list
-    /// their states, enable a destination that a 410 or an operator disabled, or disable one.
+    /// Destinations' states: list them (circuit breakers of the destinations that have one, and
+    /// every destination a 410 or an operator disabled), disable any configured destination, or
+    /// enable one again.
     #[command(subcommand, after_help = EXIT_CODES)]
     Destinations(DestinationsCommand),
     /// Ordering lanes (intents submitted with --ordering-key): list the lanes with work, blocked
@@ -257,15 +258,19 @@ pub(crate) struct LanesSkipArgs {
 /// `oncebox ops destinations`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum DestinationsCommand {
-    /// Each destination's breaker: state (closed, open, half_open, disabled), failures in a
-    /// row, when the next probe may go, why it is disabled.
+    /// Each destination with a state: closed, open, half_open (breakers) or disabled; failures
+    /// in a row, when the next probe may go, why it is disabled. A destination never disabled
+    /// and without a breaker has no state to list: it is closed.
     #[command(after_help = EXIT_CODES)]
     List(DestinationsListArgs),
-    /// Enable a destination: closed, no failures; its waiting intents are delivered again.
+    /// Enable a destination: closed, no failures, and every delivery of it that waits (parked
+    /// while disabled, deferred, or backing off before a retry) is made ready at once.
     #[command(after_help = EXIT_CODES)]
     Enable(DestinationArgs),
-    /// Disable a destination until it is enabled: its intents wait queued (their deadlines
-    /// still run).
+    /// Disable a configured destination of any kind (HTTP, AMQP, MCP; with a breaker or
+    /// without) until it is enabled: within a second no worker starts a delivery to it, and its
+    /// intents wait queued without spending attempts (their deadlines still run). A name the
+    /// configuration does not know is refused.
     #[command(after_help = EXIT_CODES)]
     Disable(DestinationDisableArgs),
 }
@@ -280,6 +285,10 @@ pub(crate) struct DestinationsListArgs {
 pub(crate) struct DestinationArgs {
     #[command(flatten)]
     pub(crate) db: DbArgs,
+    /// The configuration file the workers run with: it names the destinations and their
+    /// actions.
+    #[arg(long, env = "ONCEBOX_CONFIG")]
+    pub(crate) config: PathBuf,
     /// The destination's name, as in the configuration.
     pub(crate) name: String,
 }
@@ -287,9 +296,7 @@ pub(crate) struct DestinationArgs {
 #[derive(Debug, Args)]
 pub(crate) struct DestinationDisableArgs {
     #[command(flatten)]
-    pub(crate) db: DbArgs,
-    /// The destination's name, as in the configuration.
-    pub(crate) name: String,
+    pub(crate) destination: DestinationArgs,
     /// Why (shown by `ops destinations list`).
     #[arg(long)]
     pub(crate) reason: String,
@@ -402,6 +409,11 @@ pub(crate) struct ServeArgs {
     /// a request carrying any `Origin` header is refused (agents are not browsers).
     #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
     pub(crate) mcp_allowed_origins: Vec<String>,
+    /// /mcp: MCP sessions open at once, at most; a client opening one more is answered 503 with
+    /// Retry-After. A session idle for five minutes is closed.
+    #[arg(long, default_value_t = oncebox_api::DEFAULT_MAX_SESSIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) mcp_max_sessions: usize,
     /// /console: how long an operator's session lasts after login (the token's own expiry and
     /// revocation end it sooner): 30m, 8h, 1d.
     #[arg(long, default_value = "8h")]
@@ -465,6 +477,7 @@ impl RateArgs {
                 "tenant_rate",
                 "tenant_burst",
             )?,
+            ..RateLimits::default()
         })
     }
 }
@@ -478,6 +491,10 @@ pub(crate) struct HttpLimitArgs {
     /// alike (e.g. "10s").
     #[arg(long, default_value_t = default_header_timeout())]
     pub(crate) http_header_timeout: NonZeroDuration,
+    /// A request's body must arrive whole within this long of its head; a slower one is
+    /// answered 408 and its connection closed (e.g. "10s").
+    #[arg(long, default_value_t = default_body_timeout())]
+    pub(crate) http_body_timeout: NonZeroDuration,
     /// Connections served at once; more wait in the listen backlog until one closes.
     #[arg(long, default_value_t = oncebox_serve::Limits::default().max_connections,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
@@ -489,11 +506,17 @@ fn default_header_timeout() -> NonZeroDuration {
         .expect("the default header timeout is not zero")
 }
 
+fn default_body_timeout() -> NonZeroDuration {
+    NonZeroDuration::new(oncebox_serve::Limits::default().body_timeout)
+        .expect("the default body timeout is not zero")
+}
+
 impl HttpLimitArgs {
     /// The server limits these flags set.
     pub(crate) fn limits(&self) -> oncebox_serve::Limits {
         oncebox_serve::Limits {
             header_timeout: self.http_header_timeout.get(),
+            body_timeout: self.http_body_timeout.get(),
             max_connections: self.http_max_connections,
             ..oncebox_serve::Limits::default()
         }

@@ -86,6 +86,7 @@ async fn serve(args: cli::ServeArgs) -> exit::CliResult {
         gateway,
         allowed_hosts: args.mcp_allowed_hosts,
         allowed_origins: args.mcp_allowed_origins,
+        max_sessions: args.mcp_max_sessions,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -228,9 +229,18 @@ async fn receiver(args: cli::ReceiverArgs) -> exit::CliResult {
     Ok(())
 }
 
+/// The log directive that keeps MCP session ids out of every log.
+const SESSION_LOG_CAP: &str = "rmcp::transport::streamable_http_server::session=warn";
+
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // An MCP session id is a caller's handle on its session: rmcp logs it when a session opens,
+    // so its session module is held to warnings whatever the filter asks.
+    let filter = match SESSION_LOG_CAP.parse() {
+        Ok(cap) => filter.add_directive(cap),
+        Err(_) => filter,
+    };
     // Colours only for a person at a terminal: a log file or collector gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -135,25 +135,50 @@ async fn destinations(c: DestinationsCommand, json_out: bool) -> CliResult {
     use oncebox_store::breaker;
     let (db, change) = match &c {
         DestinationsCommand::List(a) => (&a.db, None),
-        DestinationsCommand::Enable(a) => (&a.db, Some((a.name.as_str(), None))),
-        DestinationsCommand::Disable(a) => {
-            (&a.db, Some((a.name.as_str(), Some(a.reason.as_str()))))
-        }
+        DestinationsCommand::Enable(a) => (&a.db, Some((a, None))),
+        DestinationsCommand::Disable(a) => (
+            &a.destination.db,
+            Some((&a.destination, Some(a.reason.as_str()))),
+        ),
+    };
+    if let Some((_, Some(reason))) = change
+        && reason.trim().is_empty()
+    {
+        return Err(CliError::usage(
+            "reason",
+            "say why the destination is disabled",
+        ));
+    }
+    let config = match change {
+        Some((a, _)) => Some(crate::commands::load_config(&a.config)?),
+        None => None,
     };
     let pool = connect(db, 1).await?;
-    if let Some((name, reason)) = change {
-        if name.is_empty() {
-            return Err(CliError::usage("name", "name the destination"));
-        }
-        match reason {
-            None => breaker::enable(&pool, name).await?,
-            Some(r) if r.trim().is_empty() => {
-                return Err(CliError::usage(
-                    "reason",
-                    "say why the destination is disabled",
-                ));
+    if let (Some((a, reason)), Some(config)) = (change, &config) {
+        let name = a.name.as_str();
+        match (configured_destination(config, name), reason) {
+            (Ok(_), Some(reason)) => {
+                breaker::disable(&pool, name, &format!("operator: {}", reason.trim())).await?;
             }
-            Some(r) => breaker::disable(&pool, name, &format!("operator: {r}")).await?,
+            (known, None) => {
+                // A destination no longer configured may still hold a state: it can be enabled
+                // (cleared), never disabled.
+                let actions = match known {
+                    Ok(actions) => actions,
+                    Err(unknown) => {
+                        let states = breaker::states(&pool).await?;
+                        if !states.iter().any(|s| s.destination == name) {
+                            return Err(unknown);
+                        }
+                        Vec::new()
+                    }
+                };
+                let ready = breaker::enable(&pool, name, &actions).await?;
+                if !json_out {
+                    println!("{name} enabled: {ready} waiting deliveries made ready");
+                }
+            }
+            (Err(e), Some(_)) => return Err(e),
         }
     }
     let states = breaker::states(&pool).await?;
@@ -178,8 +203,32 @@ async fn destinations(c: DestinationsCommand, json_out: bool) -> CliResult {
             s.reason.as_deref().unwrap_or("-")
         );
     }
-    println!("{} destination(s) with a breaker state", states.len());
+    println!("{} destination(s) with a state", states.len());
     Ok(())
+}
+
+/// The actions that deliver to destination `name` of `config`; a name the configuration does not
+/// know is a usage error naming the ones it does.
+fn configured_destination(
+    config: &oncebox_core::config::Config,
+    name: &str,
+) -> Result<Vec<String>, CliError> {
+    if !config.destinations.contains_key(name) {
+        let known: Vec<&str> = config.destinations.keys().map(String::as_str).collect();
+        return Err(CliError::usage(
+            "name",
+            format!(
+                "no destination {name:?} in the configuration (it has: {})",
+                known.join(", ")
+            ),
+        ));
+    }
+    Ok(config
+        .actions
+        .iter()
+        .filter(|(_, action)| action.destination == name)
+        .map(|(action, _)| action.clone())
+        .collect())
 }
 
 async fn list(a: OpsListArgs, json_out: bool) -> CliResult {

@@ -7,7 +7,9 @@
 //! refused. Only the id's SHA-256 is stored (`oncebox.console_sessions`), and a session ends at
 //! logout, after [`ConsoleSettings::session_lifetime`], or when its token is revoked or expires.
 //! Every state-changing request (login included) carries a CSRF token in the form, compared in
-//! constant time with the session's (at login: with a cookie set by the login page). Pages are
+//! constant time with the session's (at login: with the login form's, a server-side record the
+//! login page opened and its cookie names; a login without one is refused before its body is
+//! read, as is any other form without a session). Pages are
 //! HTML rendered on the server with every value escaped and no script at all: the
 //! Content-Security-Policy allows scripts from nowhere. Every query is scoped to the token's
 //! tenant, as in the API. Every asset is compiled into the binary.
@@ -22,7 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Form, Request, State};
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -215,16 +218,18 @@ pub(crate) async fn session(state: &AppState, headers: &HeaderMap) -> Result<Ses
     Ok(session)
 }
 
-/// The session of a state-changing request whose form carries the session's CSRF token; a 403
-/// page when the token is missing or wrong.
+/// The session of a state-changing request, then its form, which must carry the session's CSRF
+/// token; a 403 page when the token is missing or wrong. The body is read only once the session
+/// is known: a request without one is answered without reading it.
 pub(crate) async fn checked_session(
     state: &AppState,
     headers: &HeaderMap,
-    form: &HashMap<String, String>,
-) -> Result<Session, Response> {
+    body: Body,
+) -> Result<(Session, HashMap<String, String>), Response> {
     let session = session(state, headers).await?;
+    let form = read_form(body).await.map_err(|page| *page)?;
     match form.get("csrf") {
-        Some(token) if same(token, &session.csrf) => Ok(session),
+        Some(token) if same(token, &session.csrf) => Ok((session, form)),
         _ => Err(csrf_refused()),
     }
 }
@@ -248,19 +253,40 @@ pub(crate) fn internal(e: sqlx::Error) -> Response {
     )
 }
 
-/// A form body as a map, or a 400 page naming what is wrong with it.
-pub(crate) type FormMap =
-    Result<Form<HashMap<String, String>>, axum::extract::rejection::FormRejection>;
+/// The largest console form accepted.
+const FORM_LIMIT: usize = 16 * 1024;
 
-/// The form's fields, or the 400 page to answer instead (boxed: a response is large).
-pub(crate) fn form_of(form: FormMap) -> Result<HashMap<String, String>, Box<Response>> {
-    form.map(|Form(f)| f).map_err(|e| {
-        Box::new(error_page(
+/// A form body (`application/x-www-form-urlencoded`, at most [`FORM_LIMIT`]) as a map, or the
+/// page to answer instead (boxed: a response is large): 413 when too long, 408 when it does not
+/// arrive in time, 400 when a field holds U+0000.
+pub(crate) async fn read_form(body: Body) -> Result<HashMap<String, String>, Box<Response>> {
+    let bytes = axum::body::to_bytes(body, FORM_LIMIT).await.map_err(|e| {
+        Box::new(if oncebox_serve::timed_out(&e) {
+            error_page(
+                StatusCode::REQUEST_TIMEOUT,
+                "Too slow",
+                "The form did not arrive in time. Nothing was changed; send it again.",
+            )
+        } else {
+            error_page(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Too large",
+                "The form is larger than the console accepts. Nothing was changed.",
+            )
+        })
+    })?;
+    let form: HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
+    if let Some(field) = form
+        .iter()
+        .find_map(|(k, v)| (k.contains('\0') || v.contains('\0')).then_some(k))
+    {
+        return Err(Box::new(error_page(
             StatusCode::BAD_REQUEST,
             "Bad request",
-            &format!("The form could not be read: {}", e.body_text()),
-        ))
-    })
+            &format!("{field}: must not hold U+0000. Nothing was changed."),
+        )));
+    }
+    Ok(form)
 }
 
 async fn login_page(
@@ -273,21 +299,32 @@ async fn login_page(
     } else {
         ""
     };
-    login_form(&state, &headers, StatusCode::OK, note)
+    login_form(&state, &headers, StatusCode::OK, note).await
 }
 
-/// The login page with a fresh login CSRF token (in a cookie and in the form).
-fn login_form(state: &AppState, headers: &HeaderMap, status: StatusCode, note: &str) -> Response {
-    let Ok(nonce) = oncebox_store::console::random_hex() else {
+/// The login page with a fresh login form (`oncebox_store::console::create_login`): its id in a
+/// cookie, its CSRF token in the form. Login pages are served at the server's anonymous rate
+/// ([`crate::limits::RateLimits::anonymous`]): each one is a row until it is used or expires.
+async fn login_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    note: &str,
+) -> Response {
+    if state.limiter.check_anonymous(Instant::now()).is_err() {
         return error_page(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Something went wrong",
-            "No randomness for the login form.",
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            "Too many login pages were asked for; wait a moment and reload.",
         );
+    }
+    let (id, csrf) = match oncebox_store::console::create_login(&state.pool).await {
+        Ok(created) => created,
+        Err(e) => return internal(e),
     };
     let body = format!(
         "{note}<form class=\"login\" method=\"post\" action=\"/console/login\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{nonce}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
          <label for=\"token\">Ops token</label>\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required \
          placeholder=\"obx_…\">\
@@ -296,36 +333,52 @@ fn login_form(state: &AppState, headers: &HeaderMap, status: StatusCode, note: &
          Agent tokens cannot use the console.</p></form>"
     );
     let mut response = html(status, html::page("Log in", html::Nav::None, None, &body));
+    let lifetime = oncebox_store::console::LOGIN_FORM_LIFETIME.as_secs();
     response.headers_mut().append(
         header::SET_COOKIE,
         set_cookie(
             LOGIN_COOKIE,
-            &nonce,
+            &id,
             "/console/login",
-            600,
+            lifetime,
             secure(state, headers),
         ),
     );
     response
 }
 
-async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, form: FormMap) -> Response {
-    let form = match form_of(form) {
+/// A login is taken only for a login form this server served (its cookie names it), once: a
+/// login without one is answered with a new form before its body is read. Then the form's CSRF
+/// token must be that form's, the token an ops token within its request rate.
+async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    const EXPIRED: &str = "<p class=\"error\" role=\"alert\">The login form expired or was \
+                           already used; log in again.</p>";
+    let login_id = cookie(&headers, LOGIN_COOKIE).filter(|id| !id.is_empty());
+    let csrf = match login_id {
+        None => None,
+        Some(id) => match oncebox_store::console::take_login(&state.pool, id).await {
+            Ok(csrf) => csrf,
+            Err(e) => return internal(e),
+        },
+    };
+    let Some(csrf) = csrf else {
+        return login_form(&state, &headers, StatusCode::FORBIDDEN, EXPIRED).await;
+    };
+    let form = match read_form(body).await {
         Ok(f) => f,
         Err(page) => return *page,
     };
-    let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
     match form.get("csrf") {
-        Some(token) if !nonce.is_empty() && same(token, nonce) => {}
+        Some(token) if same(token, &csrf) => {}
         _ => return csrf_refused(),
     }
     let token = form.get("token").map(|t| t.trim()).unwrap_or_default();
-    let refuse = |status, why: &str| {
+    let refuse = async |status, why: &str| {
         let note = format!("<p class=\"error\" role=\"alert\">{}</p>", html::esc(why));
-        login_form(&state, &headers, status, &note)
+        login_form(&state, &headers, status, &note).await
     };
     if token.is_empty() {
-        return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.");
+        return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.").await;
     }
     let who = match oncebox_store::tokens::authenticate(&state.pool, token).await {
         Ok(Some(who)) => who,
@@ -333,7 +386,8 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, form: For
             return refuse(
                 StatusCode::UNAUTHORIZED,
                 "token: unknown, revoked or expired.",
-            );
+            )
+            .await;
         }
         Err(e) => return internal(e),
     };
@@ -341,7 +395,19 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, form: For
         return refuse(
             StatusCode::FORBIDDEN,
             "token: this is an agent token; the console needs an ops token.",
-        );
+        )
+        .await;
+    }
+    if state
+        .limiter
+        .check(who.id, &who.tenant_id, Instant::now())
+        .is_err()
+    {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "token: over its request rate; wait a moment and log in again.",
+        )
+        .await;
     }
     let lifetime = state.console.session_lifetime;
     let (id, _csrf) =
@@ -364,12 +430,8 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, form: For
     response
 }
 
-async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, form: FormMap) -> Response {
-    let form = match form_of(form) {
-        Ok(f) => f,
-        Err(page) => return *page,
-    };
-    if let Err(answer) = checked_session(&state, &headers, &form).await {
+async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(answer) = checked_session(&state, &headers, body).await {
         return answer;
     }
     if let Some(id) = cookie(&headers, SESSION_COOKIE)

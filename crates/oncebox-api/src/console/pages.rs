@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,7 +18,7 @@ use oncebox_store::console::{AttentionFilter, NEEDS_A_PERSON, Session};
 use oncebox_store::ops::{Actor, OpsError, Resolution};
 
 use super::html::{self, Bar, Frame, Nav, age, ago, badge, esc, excerpt, intent_href, url_part};
-use super::{FormMap, checked_session, form_of, internal, session};
+use super::{checked_session, internal, session};
 use crate::AppState;
 
 /// Intents per page of "Needs a person".
@@ -32,10 +33,12 @@ fn frame(s: &Session) -> Frame<'_> {
 }
 
 fn respond(s: &Session, title: &str, nav: Nav, body: &str) -> Response {
-    super::html(
-        StatusCode::OK,
-        html::page(title, nav, Some(&frame(s)), body),
-    )
+    respond_with(StatusCode::OK, s, title, nav, body)
+}
+
+/// A page of the logged-in console with `status`.
+fn respond_with(status: StatusCode, s: &Session, title: &str, nav: Nav, body: &str) -> Response {
+    super::html(status, html::page(title, nav, Some(&frame(s)), body))
 }
 
 /// The destination an action delivers to, by the configuration.
@@ -255,13 +258,21 @@ async fn queues_and_workers(
     body.push_str("</div></section>");
 }
 
-/// Parses a page cursor `2026-12-01T10:00:00.123456Z,42`.
+/// Parses a page cursor `2026-12-01T10:00:00.123456Z,42`; a time outside the years 1970–9999
+/// (which no intent has, and Postgres may not hold) is no cursor.
 fn cursor(s: &str) -> Option<(DateTime<Utc>, i64)> {
+    use chrono::Datelike as _;
     let (at, id) = s.rsplit_once(',')?;
-    Some((at.parse().ok()?, id.parse().ok()?))
+    let at: DateTime<Utc> = at.parse().ok()?;
+    (1970..=9999)
+        .contains(&at.year())
+        .then_some((at, id.parse().ok()?))
 }
 
-/// `30m`, `2h`, `1d`, `45s` as a duration.
+/// The longest age the "unchanged for" filter takes: ten years.
+const MAX_AGE: Duration = Duration::from_secs(3650 * 86_400);
+
+/// `30m`, `2h`, `1d`, `45s` as a duration, at most [`MAX_AGE`].
 fn older_than(s: &str) -> Option<Duration> {
     let s = s.trim();
     let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
@@ -273,7 +284,7 @@ fn older_than(s: &str) -> Option<Duration> {
         "d" => n.checked_mul(86_400)?,
         _ => return None,
     };
-    Some(Duration::from_secs(secs))
+    Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_AGE)
 }
 
 pub(crate) async fn attention(
@@ -340,10 +351,14 @@ fn attention_filter(
         }
     }
     if let Some(a) = action {
-        actions = Some(match actions {
-            Some(list) => list.into_iter().filter(|x| x == a).collect(),
-            None => vec![a.to_owned()],
-        });
+        if a.chars().any(char::is_control) {
+            problems.push(format!("action: {a:?} holds a control character"));
+        } else {
+            actions = Some(match actions {
+                Some(list) => list.into_iter().filter(|x| x == a).collect(),
+                None => vec![a.to_owned()],
+            });
+        }
     }
     let age_filter = match get("older_than") {
         None => None,
@@ -351,14 +366,26 @@ fn attention_filter(
             Some(d) => Some(d),
             None => {
                 problems.push(format!(
-                    "older_than: {v:?} is not an age such as 30m, 2h or 1d"
+                    "older_than: {v:?} is not an age such as 30m, 2h or 1d (at most {}d)",
+                    MAX_AGE.as_secs() / 86_400
                 ));
                 None
             }
         },
     };
     let newest_first = get("order") != Some("oldest");
-    let after = get("after").and_then(cursor);
+    let after = match get("after") {
+        None => None,
+        Some(v) => match cursor(v) {
+            Some(c) => Some(c),
+            None => {
+                problems.push(
+                    "after: not a page cursor of this console; showing the first page".to_owned(),
+                );
+                None
+            }
+        },
+    };
     let filter = AttentionFilter {
         tenant_id: tenant.to_owned(),
         statuses,
@@ -495,6 +522,15 @@ pub(crate) async fn search(
         body.push_str("<p class=\"hint\">Enter an idempotency key or a business reference.</p>");
         return respond(&s, "Search", Nav::Search, &body);
     }
+    if query.chars().any(char::is_control) {
+        // Neither a key nor a business reference holds one: nothing could match.
+        let _ = write!(
+            body,
+            "<p class=\"error\" role=\"alert\">q: a key or business reference holds no control \
+             character such as U+0000.</p>"
+        );
+        return respond_with(StatusCode::BAD_REQUEST, &s, "Search", Nav::Search, &body);
+    }
     let found = match oncebox_store::console::search(&state.pool, &s.caller.tenant_id, query).await
     {
         Ok(found) => found,
@@ -551,9 +587,13 @@ async fn intent_page(
     error: Option<&str>,
 ) -> Response {
     let tenant = &s.caller.tenant_id;
-    let found = match oncebox_store::intent_by_key(&state.pool, tenant, key).await {
-        Ok(found) => found,
-        Err(e) => return internal(e),
+    // A key that could never have been accepted names no intent (and never reaches SQL).
+    let found = match oncebox_core::validate_key(key) {
+        Err(_) => None,
+        Ok(()) => match oncebox_store::intent_by_key(&state.pool, tenant, key).await {
+            Ok(found) => found,
+            Err(e) => return internal(e),
+        },
     };
     let Some(i) = found else {
         let body = format!(
@@ -792,7 +832,7 @@ async fn decide(
     state: &AppState,
     headers: &HeaderMap,
     key: &str,
-    form: FormMap,
+    body: Body,
     what: &'static str,
     f: impl AsyncFnOnce(
         &mut sqlx::PgConnection,
@@ -802,12 +842,8 @@ async fn decide(
         &HashMap<String, String>,
     ) -> Result<Intent, Decision>,
 ) -> Response {
-    let form = match form_of(form) {
-        Ok(f) => f,
-        Err(page) => return *page,
-    };
-    let s = match checked_session(state, headers, &form).await {
-        Ok(s) => s,
+    let (s, form) = match checked_session(state, headers, body).await {
+        Ok(checked) => checked,
         Err(answer) => return answer,
     };
     let reason = form.get("reason").map(|r| r.trim()).unwrap_or_default();
@@ -816,9 +852,12 @@ async fn decide(
         return intent_page(state, &s, key, StatusCode::BAD_REQUEST, None, Some(why)).await;
     }
     let tenant = s.caller.tenant_id.clone();
-    let found = match oncebox_store::intent_by_key(&state.pool, &tenant, key).await {
-        Ok(found) => found,
-        Err(e) => return internal(e),
+    let found = match oncebox_core::validate_key(key) {
+        Err(_) => None,
+        Ok(()) => match oncebox_store::intent_by_key(&state.pool, &tenant, key).await {
+            Ok(found) => found,
+            Err(e) => return internal(e),
+        },
     };
     let Some(intent) = found else {
         return intent_page(state, &s, key, StatusCode::NOT_FOUND, None, None).await;
@@ -867,13 +906,13 @@ pub(crate) async fn retry(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(key): Path<String>,
-    form: FormMap,
+    body: Body,
 ) -> Response {
     decide(
         &state,
         &headers,
         &key,
-        form,
+        body,
         "retry",
         async |tx, id, actor, why, _| Ok(oncebox_store::ops::retry(tx, id, actor, why).await?),
     )
@@ -884,13 +923,13 @@ pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(key): Path<String>,
-    form: FormMap,
+    body: Body,
 ) -> Response {
     decide(
         &state,
         &headers,
         &key,
-        form,
+        body,
         "cancel",
         async |tx, id, actor, why, _| {
             Ok(oncebox_store::ops::cancel(tx, id, actor, Some(why)).await?)
@@ -903,13 +942,13 @@ pub(crate) async fn resolve(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(key): Path<String>,
-    form: FormMap,
+    body: Body,
 ) -> Response {
     decide(
         &state,
         &headers,
         &key,
-        form,
+        body,
         "resolve",
         async |tx, id, actor, why, form| {
             let reference = form
@@ -963,5 +1002,10 @@ mod tests {
         assert_eq!(id, 42);
         assert_eq!(at.timestamp_subsec_micros(), 123_456);
         assert_eq!(cursor("nonsense"), None);
+        assert_eq!(cursor("+200000-01-01T00:00:00Z,1"), None);
+        assert_eq!(cursor("1000-01-01T00:00:00Z,1"), None);
+        assert_eq!(older_than("3650d"), Some(MAX_AGE));
+        assert_eq!(older_than("3651d"), None);
+        assert_eq!(older_than("99999999999999999h"), None);
     }
 }

@@ -189,6 +189,17 @@ fn destination_values_are_checked() {
         field("lookup = { url = \"http://x/?k={key}\", fields = [\"\"] }"),
         "destinations.billing.lookup.fields[0]"
     );
+    for in_host in [
+        "http://{key}.x/find",
+        "http://x:{key}/find",
+        "https://u:{key}@x/",
+    ] {
+        assert_eq!(
+            field(&format!("lookup = {{ url = \"{in_host}\" }}")),
+            "destinations.billing.lookup.url",
+            "{in_host}"
+        );
+    }
     let lookup_mode = GOOD.replace("\"key\"", "\"lookup\"");
     assert_eq!(
         Config::from_toml(&lookup_mode).expect_err("lookup").field,
