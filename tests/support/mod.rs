@@ -17,6 +17,6 @@ pub(crate) use heavy::heavy;
 pub(crate) use net::{
     PgProxy, assert_connection_cap, assert_lingering_connections_closed, free_addr,
 };
-pub(crate) use output::{assert_help, code, run_ok, stdout_json};
+pub(crate) use output::{assert_help, code, run_ok, stdout_json, subcommands};
 pub(crate) use process::Proc;
 pub(crate) use tools::pytools;

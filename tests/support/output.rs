@@ -34,6 +34,26 @@ pub(crate) fn assert_help(bin: &str, sub: &[&str]) {
     );
 }
 
+/// The subcommands `bin SUB… --help` lists under "Commands:" (but `help`): each command's line is
+/// indented two spaces, its description's next lines further.
+pub(crate) fn subcommands(bin: &str, sub: &[&str]) -> Vec<String> {
+    let o = std::process::Command::new(bin)
+        .args(sub)
+        .arg("--help")
+        .output()
+        .expect("run");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Runs `cmd`, which must succeed (the failure shows its stderr); its output.
 pub(crate) fn run_ok(cmd: &mut std::process::Command) -> Output {
     let out = cmd
