@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The Python package's part of the test command (run by scripts/test.sh): build and install
 # python/ into the pinned venv (scripts/pyenv.sh) offline, lint and type-check it (ruff, mypy
-# --strict), then pytest against the real Postgres and the Rust binaries. Expects the services
+# --strict), then pytest against the real Postgres and the Rust binaries; the agent SDKs'
+# tests drive them in a venv of their own (scripts/sdkenv.sh). Expects the services
 # up (scripts/services.sh) and DATABASE_URL set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pyenv.sh
+source scripts/sdkenv.sh
 export PATH="$ONCEBOX_PYENV/bin:$PATH"
 # The extension is built by maturin through cargo (release profile, the workspace's target/).
 pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation \

@@ -21,6 +21,13 @@ const CONFIG: &str = r#"
 destination = "billing"
 tool = { description = "Create an invoice, once." }
 
+[actions.charge]
+destination = "billing"
+[actions.charge.tool]
+description = "Charge an order, once."
+key = ["/order_id"]
+dedupe_window = "2s"
+
 [actions.refund]
 destination = "billing"
 [actions.refund.arguments_schema]
@@ -2074,3 +2081,6 @@ async fn the_console_needs_an_ops_session_and_its_csrf_token_and_stays_in_its_te
 
 #[path = "api/edges.rs"]
 mod edges;
+
+#[path = "api/identity.rs"]
+mod identity;

@@ -96,6 +96,12 @@ class Intake:
         and whether its lanes go on past a failed head (``on_failure = "skip"``)."""
         return self._rules.lane(action)
 
+    def call_identity(self, action: str, arguments: Mapping[str, Any]) -> _native.CallIdentity:
+        """The identity of a call of ``action`` with ``arguments`` that names no key and no
+        run: its ``[actions.X.tool]`` key and dedupe window (all the arguments and a day
+        without one), as the MCP gateway identifies it."""
+        return self._rules.call_identity(action, arguments_json(arguments))
+
     def recorded(self, action: str, arguments: Mapping[str, Any]) -> Prepared:
         """What ``action`` with ``arguments`` is recorded as (``oncebox hash --config``)."""
         text = arguments_json(arguments)

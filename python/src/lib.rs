@@ -92,6 +92,70 @@ fn request_hash(py: Python<'_>, action: &str, arguments: &str) -> PyResult<Strin
     ))
 }
 
+/// The identity of a tool call that names no key and no run (`oncebox_core::CallIdentity`):
+/// one intent per dedupe window, from its first call. Times are Unix seconds.
+#[pyclass(frozen, name = "CallIdentity", module = "oncebox._native")]
+struct PyCallIdentity {
+    inner: oncebox_core::CallIdentity,
+}
+
+fn unix(at: f64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0))
+}
+
+#[pymethods]
+impl PyCallIdentity {
+    /// The identity of tool `tool` called with `arguments` (JSON text), identified by the
+    /// values at `pointers` (all the arguments when `None`), one intent per `window` seconds.
+    #[new]
+    #[pyo3(signature = (tool, arguments, pointers=None, window=86400.0))]
+    fn new(
+        py: Python<'_>,
+        tool: &str,
+        arguments: &str,
+        pointers: Option<Vec<String>>,
+        window: f64,
+    ) -> PyResult<PyCallIdentity> {
+        if !(window.is_finite() && window >= 1.0) {
+            return Err(raise(
+                py,
+                "InvalidIntent",
+                ("dedupe_window", "must be at least a second".into()),
+            ));
+        }
+        let arguments = parse_json(py, "arguments", arguments)?;
+        let pointers: Option<Vec<&str>> = pointers
+            .as_ref()
+            .map(|p| p.iter().map(String::as_str).collect());
+        oncebox_core::CallIdentity::of(
+            tool,
+            &arguments,
+            pointers.as_deref(),
+            std::time::Duration::from_secs_f64(window),
+        )
+        .map(|inner| PyCallIdentity { inner })
+        .map_err(|e| invalid(py, InvalidIntent::new(e.0, e.1)))
+    }
+
+    /// The dedupe window, in seconds.
+    #[getter]
+    fn window(&self) -> f64 {
+        self.inner.window().as_secs_f64()
+    }
+
+    /// The key of the window `at` falls in, and the key of the one before it.
+    fn keys_at(&self, at: f64) -> (String, String) {
+        self.inner.keys_at(unix(at))
+    }
+
+    /// The key a call at `at` takes, given when the previous window's intent was created (if
+    /// it exists).
+    #[pyo3(signature = (at, previous_created=None))]
+    fn key_for(&self, at: f64, previous_created: Option<f64>) -> String {
+        self.inner.key_for(unix(at), previous_created.map(unix))
+    }
+}
+
 /// The operator's configuration, read by the same loader as `oncebox serve` and `worker`.
 #[pyclass(frozen, name = "Config", module = "oncebox._native")]
 struct PyConfig {
@@ -200,6 +264,21 @@ impl PyRules {
             .map_err(|e| invalid(py, e))
     }
 
+    /// The identity of a call of `action` with `arguments` (JSON text) that names no key and no
+    /// run: its `[actions.X.tool]` key and dedupe window, or all the arguments and a day.
+    fn call_identity(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        arguments: &str,
+    ) -> PyResult<PyCallIdentity> {
+        let arguments = parse_json(py, "arguments", arguments)?;
+        self.inner
+            .call_identity(action, &arguments)
+            .map(|inner| PyCallIdentity { inner })
+            .map_err(|e| invalid(py, e))
+    }
+
     /// What `action` with `arguments` is recorded as (as `oncebox hash --config` prints it).
     fn recorded(&self, py: Python<'_>, action: &str, arguments: &str) -> PyResult<RecordedTuple> {
         let arguments = parse_json(py, "arguments", arguments)?;
@@ -262,6 +341,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(request_hash, m)?)?;
     m.add_class::<PyConfig>()?;
     m.add_class::<PyRules>()?;
+    m.add_class::<PyCallIdentity>()?;
     for (name, text) in statements()? {
         m.add(name, text)?;
     }

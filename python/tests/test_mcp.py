@@ -330,3 +330,29 @@ def test_the_stdio_gateway_killed_mid_call_and_the_call_retried_makes_one_effect
     assert result["status"] == "succeeded"
     assert intents(services.db_url) == 1
     assert services.effects(result["idempotency_key"]) == 1
+
+
+def test_a_call_without_key_or_run_has_the_identity_python_computes(services: Services) -> None:
+    """The gateway and ``oncebox`` identify a call that names no key and no run alike: by its
+    tool and arguments within the window (here the default day), whatever the session."""
+    services.receiver()
+    services.worker()
+    url = services.serve()
+    token = services.token("acme")
+    identity = oncebox._native.CallIdentity("create_invoice", json.dumps(INVOICE))
+
+    async def main() -> list[str]:
+        keys = []
+        for _ in range(2):
+            async with over_http(url, token) as mcp:
+                keys.append(
+                    structured(await mcp.call_tool("create_invoice", INVOICE))["idempotency_key"]
+                )
+        return keys
+
+    before = time.time()
+    keys = asyncio.run(main())
+    after = time.time()
+    assert keys[0] == keys[1], "two sessions, one intent"
+    assert keys[0] in {identity.keys_at(before)[0], identity.keys_at(after)[0]}
+    assert services.effects(keys[0]) == 1

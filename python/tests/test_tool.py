@@ -125,3 +125,72 @@ def test_every_other_ending_is_a_distinct_exception(services: Services) -> None:
     with pytest.raises(oncebox.NeedsReview) as review:
         wire("s", 4, order_id="o4", faults=["drop"])
     assert review.value.intent.status is oncebox.Status.NEEDS_REVIEW
+
+
+def older_than(db_url: str, key: str, seconds: float) -> None:
+    """Waits until the intent under ``key`` is more than ``seconds`` old (by the database)."""
+    import time
+
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for _ in range(100):
+            row = conn.execute(
+                "SELECT now() - created_at > make_interval(secs => %s) FROM oncebox.intents"
+                " WHERE idempotency_key = %s",
+                (seconds, key),
+            ).fetchone()
+            if row is not None and row[0]:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"{key} never got older than {seconds} s")
+
+
+def test_once_is_one_intent_per_identity_within_the_window(services: Services) -> None:
+    services.receiver()
+    services.worker()
+    client = oncebox.Client(services.serve(), services.token("acme"))
+
+    @oncebox.tool("create_invoice", via=client, timeout=30)
+    def create_invoice(order_id: str, amount: str) -> Mapping[str, str]:
+        return {"order_id": order_id, "amount": amount}
+
+    # No run: the call is its arguments. Called again (a lost answer, a restarted agent), it is
+    # the same intent, with its outcome.
+    first = create_invoice.once(order_id="o-1", amount="1.00")
+    again = create_invoice.once(order_id="o-1", amount="1.00")
+    assert first.status is oncebox.Status.SUCCEEDED
+    assert again.idempotency_key == first.idempotency_key
+    assert again.response == first.response
+    assert first.idempotency_key.startswith("call-")
+    assert (first.run_id, first.step) == (None, None)
+    assert services.effects(first.idempotency_key) == 1
+    other = create_invoice.once(order_id="o-2", amount="1.00")
+    assert other.idempotency_key != first.idempotency_key
+
+    # Identified by its order alone for one second: after that, the same call is a new intent.
+    @oncebox.tool("create_invoice", via=client, timeout=30, key=["/order_id"], dedupe_window=1.0)
+    def by_order(order_id: str, amount: str) -> Mapping[str, str]:
+        return {"order_id": order_id, "amount": amount}
+
+    a = by_order.once(order_id="o-3", amount="1.00")
+    older_than(services.db_url, a.idempotency_key, 1.0)
+    b = by_order.once(order_id="o-3", amount="1.00")
+    assert b.idempotency_key != a.idempotency_key
+    assert services.effects(a.idempotency_key) == services.effects(b.idempotency_key) == 1
+
+    # In a transaction of its own, identified by the configuration's tool section (all the
+    # arguments, a day, as the MCP gateway identifies a call): the same intent as over HTTP.
+    assert services.config is not None
+    via = oncebox.Database(
+        services.db_url,
+        tenant="acme",
+        config=oncebox.Intake(oncebox.Config.load(services.config), REDACTION_KEYS),
+    )
+
+    @oncebox.tool("create_invoice", via=via, timeout=30)
+    def in_db(order_id: str, amount: str) -> Mapping[str, str]:
+        return {"order_id": order_id, "amount": amount}
+
+    assert in_db.once(order_id="o-1", amount="1.00").idempotency_key == first.idempotency_key
+    client.close()

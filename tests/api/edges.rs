@@ -150,7 +150,7 @@ async fn slow_bodies_are_cut_off_and_unauthenticated_ones_refused_first() {
 
 /// A JSON-RPC message to `/mcp` as `token`, in `session` when given: status, session header,
 /// body.
-async fn mcp_post(
+pub(super) async fn mcp_post(
     api: &Api,
     token: &str,
     session: Option<&str>,
@@ -173,7 +173,7 @@ async fn mcp_post(
 }
 
 /// Opens an MCP session as `token`: its id.
-async fn open_session(api: &Api, token: &str) -> Result<String, (StatusCode, String)> {
+pub(super) async fn open_session(api: &Api, token: &str) -> Result<String, (StatusCode, String)> {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "edges", "version": "1"}}});
@@ -187,7 +187,7 @@ async fn open_session(api: &Api, token: &str) -> Result<String, (StatusCode, Str
     Ok(session)
 }
 
-async fn mcp_delete(api: &Api, token: &str, session: &str) -> StatusCode {
+pub(super) async fn mcp_delete(api: &Api, token: &str, session: &str) -> StatusCode {
     api.client
         .delete(format!("{}/mcp", api.base))
         .bearer(token)

@@ -79,6 +79,40 @@ pub struct ToolSettings {
     /// `idempotentHint` is always true.
     #[serde(default = "defaults::yes")]
     pub destructive: bool,
+    /// The arguments that identify a call (`key = ["/order_id", "/amount"]`, JSON pointers into
+    /// them): a call that names no key and no run is the same intent as an earlier one whose
+    /// values there are equal, within [`ToolSettings::dedupe_window`]. Default: all the
+    /// arguments.
+    #[serde(default)]
+    pub key: Option<Vec<JsonPointer>>,
+    /// How long a call that names no key and no run is the same intent as an identical one
+    /// before it (`dedupe_window = "24h"`, the default); after it, a new intent.
+    #[serde(default = "defaults::dedupe_window")]
+    pub dedupe_window: NonZeroDuration,
+}
+
+impl ToolSettings {
+    /// The identity of a call of tool `tool` with `arguments` that names no key and no run:
+    /// the tool and its identifying arguments ([`ToolSettings::key`]), for the dedupe window.
+    ///
+    /// # Errors
+    /// The field (`arguments/order_id`) an identifying argument is missing from, and why.
+    pub fn identity(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<crate::key::CallIdentity, (String, String)> {
+        let pointers: Option<Vec<&str>> = self
+            .key
+            .as_ref()
+            .map(|k| k.iter().map(JsonPointer::as_str).collect());
+        crate::key::CallIdentity::of(
+            tool,
+            arguments,
+            pointers.as_deref(),
+            self.dedupe_window.get(),
+        )
+    }
 }
 
 /// How a destination treats a repeated idempotency key.
@@ -515,6 +549,10 @@ mod defaults {
     pub(super) fn yes() -> bool {
         true
     }
+    pub(super) fn dedupe_window() -> NonZeroDuration {
+        NonZeroDuration::new(crate::intake::DEFAULT_DEDUPE_WINDOW)
+            .unwrap_or(NonZeroDuration::from_secs(1))
+    }
     pub(super) fn breaker_failures() -> NonZeroU32 {
         NonZeroU32::new(5).unwrap_or(NonZeroU32::MIN)
     }
@@ -730,6 +768,23 @@ fn check_tool(name: &str, tool: &ToolSettings) -> Result<(), (&'static str, Stri
     }
     if tool.description.trim().is_empty() {
         return Err((".tool.description", "must say what the tool does".into()));
+    }
+    match &tool.key {
+        Some(pointers) if pointers.is_empty() => {
+            return Err((
+                ".tool.key",
+                "name at least one argument (a JSON pointer such as \"/order_id\"), or leave \
+                 key out to identify a call by all its arguments"
+                    .into(),
+            ));
+        }
+        Some(pointers) if pointers.iter().any(JsonPointer::is_root) => {
+            return Err((
+                ".tool.key",
+                "must name arguments such as \"/order_id\", not the whole object".into(),
+            ));
+        }
+        _ => {}
     }
     Ok(())
 }

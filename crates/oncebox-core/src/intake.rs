@@ -8,11 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::config::Config;
 use crate::intent::{InvalidIntent, NewIntent};
+use crate::key::CallIdentity;
 use crate::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
 use crate::request_hash;
 use crate::schema::ArgumentsSchema;
@@ -52,12 +54,19 @@ pub struct Rules {
     keys: Option<Arc<RedactionKeys>>,
 }
 
+/// How long identical calls that name no key and no run are one intent, when the action says
+/// nothing else (`[actions.X.tool] dedupe_window`).
+pub const DEFAULT_DEDUPE_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
 /// What one action's intents must pass and how they are recorded.
 #[derive(Debug, Clone, Default)]
 struct ActionRules {
     redact: Vec<RedactRule>,
     schema: Option<ArgumentsSchema>,
     lane: Lane,
+    /// How a call that names no key and no run is identified: its `[actions.X.tool]` key and
+    /// dedupe window (none: all the arguments, a day).
+    identity: Option<(Vec<String>, Duration)>,
 }
 
 /// Where an action's intents that carry an ordering key queue: the lanes of its destination,
@@ -91,6 +100,10 @@ impl Rules {
                         destination: a.destination.clone(),
                         skip_failed,
                     },
+                    identity: a.tool.as_ref().map(|t| {
+                        let key = t.key.iter().flatten().map(|p| p.as_str().to_owned());
+                        (key.collect(), t.dedupe_window.get())
+                    }),
                 };
                 (name.clone(), rules)
             }),
@@ -116,6 +129,7 @@ impl Rules {
                         destination: name.clone(),
                         skip_failed: false,
                     },
+                    identity: None,
                 };
                 (name, rules)
             }),
@@ -160,6 +174,31 @@ impl Rules {
     /// [`InvalidIntent`] naming `action` when it is not configured.
     pub fn lane(&self, action: &str) -> Result<&Lane, InvalidIntent> {
         self.action(action).map(|a| &a.lane)
+    }
+
+    /// The identity of a call of `action` with `arguments` that names no key and no run
+    /// ([`CallIdentity`]): identified by its `[actions.X.tool]` key (all the arguments without
+    /// one) within its dedupe window (a day by default).
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming `action` when it is not configured, or the identifying argument
+    /// that is missing.
+    pub fn call_identity(
+        &self,
+        action: &str,
+        arguments: &Value,
+    ) -> Result<CallIdentity, InvalidIntent> {
+        let rules = self.action(action)?;
+        let (pointers, window) = match &rules.identity {
+            Some((pointers, window)) => (
+                (!pointers.is_empty()).then(|| pointers.iter().map(String::as_str).collect()),
+                *window,
+            ),
+            None => (None, DEFAULT_DEDUPE_WINDOW),
+        };
+        let pointers: Option<Vec<&str>> = pointers;
+        CallIdentity::of(action, arguments, pointers.as_deref(), window)
+            .map_err(|(field, reason)| InvalidIntent::new(field, reason))
     }
 
     /// The JSON Schema of `action`'s arguments, if it has one.

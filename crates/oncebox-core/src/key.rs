@@ -3,6 +3,8 @@
 //! A key names one intent for ever (until retention purge). Derived keys are SHA-256 digests, so
 //! they carry no personal data in clear text however the inputs were made.
 
+use std::time::{Duration, SystemTime};
+
 use sha2::{Digest, Sha256};
 
 use crate::hash::canonical_json;
@@ -134,6 +136,97 @@ pub fn step_key(session: &str, step: u64, tool: &str, arguments: &serde_json::Va
     hex::encode(h.finalize())
 }
 
+/// The identity of a tool call that names no key and no run: its tool and identifying
+/// arguments, one intent per dedupe window.
+///
+/// A call at time `t` takes the key of the window `t` falls in (`call-<digest>-<n>`, windows
+/// counted from the Unix epoch) — unless the previous window's key names an intent created less
+/// than a window before `t`: then it takes that one. So identical calls within a window of the
+/// first are one intent (wherever the window boundary falls), the first identical call a window
+/// or more after it starts a new one, and concurrent identical calls agree (the key is the same;
+/// the journal's unique key makes them one intent). The digest is the hex SHA-256 of
+/// `tool:` + the tool + `:` + the JCS form of the identifying arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallIdentity {
+    digest: String,
+    window: Duration,
+}
+
+impl CallIdentity {
+    /// The identity of tool `tool` called with `identifying` (its identifying arguments), one
+    /// intent per `window` (at least a second).
+    pub fn new(tool: &str, identifying: &serde_json::Value, window: Duration) -> CallIdentity {
+        let mut h = Sha256::new();
+        h.update(format!("tool:{tool}:").as_bytes());
+        h.update(canonical_json(identifying).as_bytes());
+        CallIdentity {
+            digest: hex::encode(h.finalize()),
+            window: window.max(Duration::from_secs(1)),
+        }
+    }
+
+    /// The identity of tool `tool` called with `arguments`, identified by the values at
+    /// `pointers` (JSON pointers into the arguments; all of the arguments when `None`).
+    ///
+    /// # Errors
+    /// The field (`arguments/order_id`) an identifying argument is missing from, and why.
+    pub fn of(
+        tool: &str,
+        arguments: &serde_json::Value,
+        pointers: Option<&[&str]>,
+        window: Duration,
+    ) -> Result<CallIdentity, (String, String)> {
+        let identifying = match pointers {
+            None => arguments.clone(),
+            Some(pointers) => serde_json::Value::Array(
+                pointers
+                    .iter()
+                    .map(|p| {
+                        arguments.pointer(p).cloned().ok_or_else(|| {
+                            (
+                                format!("arguments{p}"),
+                                "is required: it identifies the call (the tool's key)".to_owned(),
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(CallIdentity::new(tool, &identifying, window))
+    }
+
+    /// The dedupe window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// The key of the window `at` falls in, and the key of the window before it.
+    pub fn keys_at(&self, at: SystemTime) -> (String, String) {
+        let secs = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let n = secs / self.window.as_secs().max(1);
+        let key = |n: u64| format!("call-{}-{n}", self.digest);
+        (key(n), key(n.saturating_sub(1)))
+    }
+
+    /// The key a call at `at` takes, given when the previous window's intent was created (if it
+    /// exists): that intent's key while `at` is less than a window after it, else the current
+    /// window's.
+    pub fn key_for(&self, at: SystemTime, previous_created: Option<SystemTime>) -> String {
+        let (current, previous) = self.keys_at(at);
+        match previous_created {
+            Some(created)
+                if previous != current
+                    && at.duration_since(created).unwrap_or_default() < self.window =>
+            {
+                previous
+            }
+            _ => current,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +289,35 @@ mod tests {
             "0262372410cb2f647caf5119744aa6a9ba4504dd2a31a5bb6f310eef0e7031ec"
         );
         assert!(validate_key(&business_key("t", "a", "1", "1")).is_ok());
+    }
+
+    #[test]
+    fn a_call_identity_is_one_key_per_window_from_its_first_call() {
+        let id = CallIdentity::new("t", &json!({"b": 1, "a": 2}), Duration::from_secs(100));
+        let same = CallIdentity::new("t", &json!({"a": 2, "b": 1}), Duration::from_secs(100));
+        assert_eq!(id, same, "canonical: the order of members does not matter");
+        assert_ne!(
+            id,
+            CallIdentity::new("u", &json!({"a": 2, "b": 1}), Duration::from_secs(100))
+        );
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let (k10, k9) = id.keys_at(at(1_050));
+        assert!(k10.ends_with("-10") && k9.ends_with("-9"), "{k10} {k9}");
+        assert!(k10.starts_with("call-") && validate_key(&k10).is_ok());
+        // First call at 1,090 (window 10); a call at 1,150 (window 11) is 60 s after it: one.
+        assert_eq!(
+            id.key_for(at(1_150), Some(at(1_090))),
+            id.keys_at(at(1_090)).0
+        );
+        // At 1,195, 105 s after it: a new intent, in window 11.
+        assert_eq!(
+            id.key_for(at(1_195), Some(at(1_090))),
+            id.keys_at(at(1_195)).0
+        );
+        // No intent in the previous window: the current one.
+        assert_eq!(id.key_for(at(1_150), None), id.keys_at(at(1_150)).0);
+        // At the epoch's first window there is no previous one.
+        assert_eq!(id.key_for(at(5), Some(at(1))), id.keys_at(at(5)).0);
     }
 
     #[test]

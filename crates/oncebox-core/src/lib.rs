@@ -34,7 +34,7 @@ pub mod status;
 
 pub use hash::{canonical_json, request_hash};
 pub use intent::{InvalidIntent, NewIntent};
-pub use key::{business_key, step_key, validate_key};
+pub use key::{CallIdentity, business_key, step_key, validate_key};
 pub use outcome::{AttemptError, AttemptKind, DeliveryOutcome, ErrorCode};
 pub use retry::RetryPolicy;
 pub use status::Status;

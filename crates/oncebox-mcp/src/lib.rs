@@ -1,8 +1,11 @@
 //! oncebox's MCP gateway: the configured actions that say `[actions.X.tool]` become MCP tools,
 //! and **a tool call is an intent**. MCP has no idempotency for `tools/call`; a client that
-//! lost an answer cannot tell "never arrived" from "executed, answer lost". Here the call's key
-//! is the caller's explicit key, or `step_key(session, step, tool, arguments)`, so a retried call
-//! finds the same intent and never acts twice.
+//! lost an answer cannot tell "never arrived" from "executed, answer lost". Here a call's
+//! identity never depends on the transport session (clients such as LangChain's adapters open
+//! one per call): it is the caller's explicit key; else `step_key(run, step, tool, arguments)`
+//! for a caller that names its run; else the tool and its identifying arguments (the action's
+//! `key`, or all of them) within the action's dedupe window ([`oncebox_core::CallIdentity`]).
+//! A retried call finds the same intent and never acts twice.
 //!
 //! Served over stdio by `oncebox mcp` (one tenant, given on the command line) and over
 //! streamable HTTP at `/mcp` by `oncebox serve` (the tenant of the bearer token, which the API's
@@ -10,8 +13,8 @@
 //!
 //! The call's `_meta` may carry (see the README, "For MCP agents"):
 //! - [`META_KEY`] — the idempotency key itself;
-//! - [`META_RUN`] — the agent run (the session of `step_key`; default: the MCP session);
-//! - [`META_STEP`] — the step within it, a non-negative integer (default 0);
+//! - [`META_RUN`] — the agent run (the session of `step_key`);
+//! - [`META_STEP`] — the step within the run, a non-negative integer (default 0);
 //! - [`META_ORDERING_KEY`] — an ordering key (calls with the same one run one at a time, in
 //!   order).
 
@@ -23,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncebox_core::config::{Config, GET_INTENT_TOOL};
+use oncebox_core::config::{Config, GET_INTENT_TOOL, ToolSettings};
 use oncebox_core::{NewIntent, step_key};
 use oncebox_store::tokens::Caller;
 use oncebox_store::{Intake, Intent, SubmitError, intent_by_key};
@@ -54,13 +57,10 @@ pub const META_ORDERING_KEY: &str = "oncebox.dev/ordering_key";
 /// Whose calls these are.
 #[derive(Debug, Clone)]
 pub enum Tenancy {
-    /// One tenant for the whole process (`oncebox mcp --tenant T`, over stdio), with the
-    /// process's own session id.
+    /// One tenant for the whole process (`oncebox mcp --tenant T`, over stdio).
     Fixed {
         /// The tenant.
         tenant: String,
-        /// The MCP session: one per process.
-        session: String,
     },
     /// The tenant of the bearer token of each HTTP request (a [`Caller`] in its extensions).
     PerRequest,
@@ -72,6 +72,8 @@ pub struct Gateway {
     pool: PgPool,
     intake: Intake,
     tools: Arc<BTreeMap<String, Tool>>,
+    /// Each tool's settings: how a call that names no key is identified.
+    settings: Arc<BTreeMap<String, ToolSettings>>,
     wait: Duration,
     tenancy: Tenancy,
     settled: watch::Receiver<u64>,
@@ -94,6 +96,13 @@ impl Gateway {
             pool,
             intake,
             tools: Arc::new(tools(config)),
+            settings: Arc::new(
+                config
+                    .actions
+                    .iter()
+                    .filter_map(|(name, a)| Some((name.clone(), a.tool.clone()?)))
+                    .collect(),
+            ),
             wait,
             tenancy,
             settled,
@@ -115,24 +124,17 @@ impl Gateway {
         all
     }
 
-    /// The tenant of this request, and the MCP session when there is one.
-    fn who(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(String, Option<String>), McpError> {
+    /// The tenant of this request.
+    fn who(&self, context: &RequestContext<RoleServer>) -> Result<String, McpError> {
         match &self.tenancy {
-            Tenancy::Fixed { tenant, session } => Ok((tenant.clone(), Some(session.clone()))),
+            Tenancy::Fixed { tenant } => Ok(tenant.clone()),
             Tenancy::PerRequest => {
                 let parts = context.extensions.get::<http::request::Parts>();
                 let caller = parts.and_then(|p| p.extensions.get::<Caller>());
                 let Some(caller) = caller else {
                     return Err(McpError::invalid_request("no authenticated caller", None));
                 };
-                let session = parts
-                    .and_then(|p| p.headers.get("mcp-session-id"))
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                Ok((caller.tenant_id.clone(), session))
+                Ok(caller.tenant_id.clone())
             }
         }
     }
@@ -142,15 +144,27 @@ impl Gateway {
     async fn call(
         &self,
         tenant: String,
-        session: Option<String>,
         tool: &str,
         arguments: JsonObject,
         meta: &JsonObject,
         tasks: bool,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = Value::Object(arguments);
-        let (key, run_id, step) = match key_of(tool, &arguments, meta, session.as_deref()) {
-            Ok(found) => found,
+        let Some(settings) = self.settings.get(tool) else {
+            return Err(McpError::invalid_params(
+                format!("no tool named {tool:?}"),
+                None,
+            ));
+        };
+        let (key, run_id, step) = match key_of(tool, settings, &arguments, meta) {
+            Ok(CallKey::Given(key, run, step)) => (key, run, step),
+            Ok(CallKey::Identity(identity)) => {
+                let at = std::time::SystemTime::now();
+                let key = oncebox_store::call_key(&self.pool, &tenant, &identity, at)
+                    .await
+                    .map_err(internal)?;
+                (key, None, None)
+            }
             Err((field, detail)) => return Ok(refusal("invalid", &field, &detail).into()),
         };
         let ordering_key = match meta.get(META_ORDERING_KEY) {
@@ -292,9 +306,11 @@ impl ServerHandler for Gateway {
             .with_server_info(Implementation::new("oncebox", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool call is recorded as an intent and carried out at most once: calling \
-                 again with the same arguments (and the same _meta run and step) returns the \
-                 first call's outcome. A result whose status is pending is still on its way: \
-                 follow it with get_intent.",
+                 again with the same arguments returns the first call's outcome, whatever the \
+                 connection (within a day by default). For a deliberate second effect, change an \
+                 argument that identifies the call or give a new _meta \
+                 oncebox.dev/idempotency_key. A result whose status is pending is still on its \
+                 way: follow it with get_intent.",
             )
     }
 
@@ -323,7 +339,7 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, McpError> {
-        let (tenant, session) = self.who(&context)?;
+        let tenant = self.who(&context)?;
         let arguments = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
         if name == GET_INTENT_TOOL {
@@ -355,8 +371,7 @@ impl ServerHandler for Gateway {
         let tasks = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
-        self.call(tenant, session, name, arguments, &meta, tasks)
-            .await
+        self.call(tenant, name, arguments, &meta, tasks).await
     }
 
     async fn get_task(
@@ -364,7 +379,7 @@ impl ServerHandler for Gateway {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let (tenant, _) = self.who(&context)?;
+        let tenant = self.who(&context)?;
         let intent = self.own(&tenant, &request.task_id).await?;
         Ok(GetTaskResult::new(tasks::detailed(&intent)))
     }
@@ -374,7 +389,7 @@ impl ServerHandler for Gateway {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (tenant, _) = self.who(&context)?;
+        let tenant = self.who(&context)?;
         self.cancel(&tenant, &request.task_id).await
     }
 }
@@ -440,17 +455,25 @@ fn get_intent_tool() -> Tool {
     .with_annotations(annotations)
 }
 
-/// A call's key, and the run and step recorded with its intent.
-type CallKey = (String, Option<String>, Option<String>);
+/// How a call is identified.
+#[derive(Debug, PartialEq)]
+enum CallKey {
+    /// By the caller: its explicit key, or the key of its run and step (the key, and the run
+    /// and step recorded with the intent, if given).
+    Given(String, Option<String>, Option<String>),
+    /// By its tool and identifying arguments, one intent per dedupe window.
+    Identity(oncebox_core::CallIdentity),
+}
 
-/// The call's key, run id and step: the explicit key (with the run and step given, if any), or
-/// `step_key(run, step, tool, arguments)` with the run from `_meta` or the MCP session and the
-/// step from `_meta` (0 when absent). `Err((field, detail))` otherwise.
+/// The call's identity, never the transport session's: the explicit key (with the run and step
+/// given, if any); else, with a run in `_meta`, `step_key(run, step, tool, arguments)` (step
+/// from `_meta`, 0 when absent); else the tool and its identifying arguments (`settings`' key,
+/// or all the arguments) within its dedupe window. `Err((field, detail))` otherwise.
 fn key_of(
     tool: &str,
+    settings: &ToolSettings,
     arguments: &Value,
     meta: &JsonObject,
-    session: Option<&str>,
 ) -> Result<CallKey, (String, String)> {
     let text = |name: &str| -> Result<Option<String>, (String, String)> {
         match meta.get(name) {
@@ -460,7 +483,7 @@ fn key_of(
             Some(_) => Err((format!("_meta/{name}"), "must be a string".into())),
         }
     };
-    let run = text(META_RUN)?.or_else(|| session.map(str::to_owned));
+    let run = text(META_RUN)?;
     let given_step = text(META_STEP)?;
     let step_text = given_step.clone().unwrap_or_else(|| "0".into());
     let step: u64 = step_text.parse().map_err(|_| {
@@ -470,19 +493,13 @@ fn key_of(
         )
     })?;
     if let Some(key) = text(META_KEY)? {
-        return Ok((key, run, given_step));
+        return Ok(CallKey::Given(key, run, given_step));
     }
-    let Some(run) = run else {
-        return Err((
-            "_meta".into(),
-            format!(
-                "this connection has no MCP session: give {META_RUN} (and {META_STEP}) or \
-                 {META_KEY} in the call's _meta"
-            ),
-        ));
-    };
-    let key = step_key(&run, step, tool, arguments);
-    Ok((key, Some(run), Some(step.to_string())))
+    if let Some(run) = run {
+        let key = step_key(&run, step, tool, arguments);
+        return Ok(CallKey::Given(key, Some(run), Some(step.to_string())));
+    }
+    settings.identity(tool, arguments).map(CallKey::Identity)
 }
 
 fn internal(e: impl std::fmt::Display) -> McpError {
@@ -501,35 +518,81 @@ mod tests {
         v.as_object().cloned().unwrap_or_default()
     }
 
-    #[test]
-    fn the_key_is_explicit_or_derived_from_run_and_step() {
-        let args = json!({"a": 1});
-        let (key, run, step) =
-            key_of("t", &args, &meta(json!({META_KEY: "k-1"})), None).expect("explicit");
-        assert_eq!((key.as_str(), run, step), ("k-1", None, None));
-        let (key, run, step) = key_of(
-            "t",
-            &args,
-            &meta(json!({META_RUN: "run-7", META_STEP: 3})),
-            Some("session"),
-        )
-        .expect("derived");
-        assert_eq!(key, step_key("run-7", 3, "t", &args));
-        assert_eq!(
-            (run.as_deref(), step.as_deref()),
-            (Some("run-7"), Some("3"))
-        );
-        let (key, ..) = key_of("t", &args, &meta(json!({})), Some("s")).expect("session");
-        assert_eq!(key, step_key("s", 0, "t", &args));
+    fn settings(key: Option<&[&str]>) -> ToolSettings {
+        let toml = match key {
+            None => "description = \"d\"".to_owned(),
+            Some(k) => format!("description = \"d\"\nkey = {k:?}"),
+        };
+        toml::from_str(&toml).expect("settings")
     }
 
     #[test]
-    fn a_call_without_session_run_or_key_is_refused_naming_meta() {
-        let args = json!({});
-        let (field, _) = key_of("t", &args, &meta(json!({})), None).expect_err("no run");
-        assert_eq!(field, "_meta");
-        let (field, _) =
-            key_of("t", &args, &meta(json!({META_STEP: "x"})), Some("s")).expect_err("bad step");
+    fn the_key_is_explicit_or_derived_from_run_and_step() {
+        let args = json!({"a": 1});
+        let s = settings(None);
+        let given = key_of("t", &s, &args, &meta(json!({META_KEY: "k-1"})));
+        assert_eq!(given, Ok(CallKey::Given("k-1".into(), None, None)));
+        let derived = key_of(
+            "t",
+            &s,
+            &args,
+            &meta(json!({META_RUN: "run-7", META_STEP: 3})),
+        );
+        assert_eq!(
+            derived,
+            Ok(CallKey::Given(
+                step_key("run-7", 3, "t", &args),
+                Some("run-7".into()),
+                Some("3".into())
+            ))
+        );
+    }
+
+    /// Without a key or a run, a call is its tool and identifying arguments — whatever the
+    /// session it came in: the same identity for equal identifying values, another for others.
+    #[test]
+    fn without_key_or_run_a_call_is_its_tool_and_identifying_arguments() {
+        let by_order = settings(Some(&["/order_id"]));
+        let identity = |s: &ToolSettings, args: Value| match key_of("t", s, &args, &meta(json!({})))
+        {
+            Ok(CallKey::Identity(id)) => id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            identity(&by_order, json!({"order_id": "o-1", "note": "a"})),
+            identity(&by_order, json!({"order_id": "o-1", "note": "b"})),
+            "only the identifying arguments count"
+        );
+        assert_ne!(
+            identity(&by_order, json!({"order_id": "o-1"})),
+            identity(&by_order, json!({"order_id": "o-2"}))
+        );
+        let all = settings(None);
+        assert_ne!(
+            identity(&all, json!({"order_id": "o-1", "note": "a"})),
+            identity(&all, json!({"order_id": "o-1", "note": "b"})),
+            "by default every argument identifies the call"
+        );
+        assert_eq!(
+            all.dedupe_window.get(),
+            std::time::Duration::from_secs(86_400)
+        );
+        let missing = key_of("t", &by_order, &json!({"note": "a"}), &meta(json!({})));
+        assert_eq!(
+            missing.map(|_| ()).expect_err("missing").0,
+            "arguments/order_id"
+        );
+    }
+
+    #[test]
+    fn a_bad_step_is_refused_naming_it() {
+        let (field, _) = key_of(
+            "t",
+            &settings(None),
+            &json!({}),
+            &meta(json!({META_RUN: "r", META_STEP: "x"})),
+        )
+        .expect_err("bad step");
         assert_eq!(field, format!("_meta/{META_STEP}"));
     }
 }

@@ -1,7 +1,7 @@
 //! The journal row, as read back from `oncebox.intents`.
 
 use chrono::{DateTime, Utc};
-use oncebox_core::{AttemptError, Status};
+use oncebox_core::{AttemptError, CallIdentity, Status};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{FromRow, PgExecutor};
@@ -69,4 +69,26 @@ pub async fn intent_by_key(
         .bind(idempotency_key)
         .fetch_optional(db)
         .await
+}
+
+/// The key a tool call that names no key and no run takes at `at` ([`CallIdentity`]): the
+/// previous dedupe window's, when `tenant` has an intent under it created less than a window
+/// before `at`, else the current window's. One indexed read.
+///
+/// # Errors
+/// The database's error.
+pub async fn call_key(
+    db: impl PgExecutor<'_>,
+    tenant: &str,
+    identity: &CallIdentity,
+    at: std::time::SystemTime,
+) -> Result<String, sqlx::Error> {
+    let (current, previous) = identity.keys_at(at);
+    if previous == current {
+        return Ok(current);
+    }
+    let created = intent_by_key(db, tenant, &previous)
+        .await?
+        .map(|i| std::time::SystemTime::from(i.created_at));
+    Ok(identity.key_for(at, created))
 }

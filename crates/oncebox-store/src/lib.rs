@@ -35,7 +35,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use claim::{ClaimedRow, claim, claim_session};
 pub use error::{StoreError, SubmitError};
-pub use intent::{Intent, intent_by_key};
+pub use intent::{Intent, call_key, intent_by_key};
 pub use lease::{Lease, Phase};
 pub use migrate::{
     MIGRATIONS_TABLE, MIGRATOR, migrate, migrations_applied, ready, refuse_newer_schema,

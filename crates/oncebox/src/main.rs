@@ -162,14 +162,8 @@ async fn mcp(args: cli::McpArgs) -> exit::CliResult {
         oncebox_store::refuse_newer_schema(&pool).await?;
     }
     let settled = oncebox_store::listen_for_settled(&pool).await?;
-    let session = format!(
-        "stdio-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp_micros()
-    );
     let tenancy = oncebox_mcp::Tenancy::Fixed {
         tenant: args.tenant,
-        session,
     };
     let gateway = oncebox_mcp::Gateway::new(
         pool,
