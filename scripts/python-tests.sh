@@ -15,5 +15,7 @@ pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isola
 ruff check --config python/pyproject.toml python examples/python
 ruff format --check --config python/pyproject.toml python examples/python
 (cd python && mypy oncebox tests bench ../examples/python)
-cargo build -p oncebox --locked
+# The binary the Rust tests built (the same features: a no-op after scripts/test.sh's cargo
+# test; `cargo build -p oncebox` would unify other features and rebuild half the tree).
+cargo test --workspace --locked --no-run
 ONCEBOX_BIN="$PWD/target/debug/oncebox" pytest -q -p no:cacheprovider python/tests "$@"
