@@ -1,6 +1,7 @@
 //! The repository explains itself and keeps its own rules: no function outside tests is longer
 //! than 100 lines, nothing points at documents outside the repository, every statement file of
-//! the store is one the store runs, and the README's metrics table is what the binaries export.
+//! the store is one the store runs, the README's metrics table is what the binaries export, and
+//! no two modules of a crate need each other.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -277,5 +278,146 @@ fn every_test_the_docs_cite_exists() {
     assert!(
         cited >= 20,
         "the documents cite their tests ({cited} found)"
+    );
+}
+
+/// The code of `text`'s lines outside `#[cfg(test)]` modules (literals and comments removed).
+fn production_code(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth: i64 = 0;
+    let mut test_module_depth: Option<i64> = None;
+    let mut cfg_test = false;
+    for line in text.lines() {
+        let code = code_of(line);
+        let trimmed = code.trim();
+        if trimmed.starts_with("#[cfg(test)]") {
+            cfg_test = true;
+        } else if cfg_test && trimmed.starts_with("mod ") && trimmed.ends_with('{') {
+            test_module_depth.get_or_insert(depth);
+        } else if !trimmed.is_empty() && !trimmed.starts_with("#[") {
+            cfg_test = false;
+        }
+        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        if test_module_depth.is_none() {
+            out.push(code);
+        }
+        if test_module_depth.is_some_and(|d| depth <= d) {
+            test_module_depth = None;
+        }
+    }
+    out
+}
+
+/// The module path of source file `file` of a crate whose `src` is `src`: `console::pages` for
+/// `src/console/pages.rs`, `console` for `src/console/mod.rs`, empty for the crate root.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The edges between the modules of one crate: module → the modules it names through
+/// `crate::…` (the longest module path a reference starts with). A module naming its own
+/// ancestors or descendants is not an edge: a parent declares its children, and a child may use
+/// its parent's items.
+fn module_edges(src: &Path) -> BTreeSet<(String, String)> {
+    let mut sources = Vec::new();
+    files(src, ".rs", &mut sources);
+    let modules: BTreeSet<String> = sources.iter().map(|f| module_of(src, f)).collect();
+    let related = |a: &str, b: &str| {
+        a == b
+            || a.is_empty()
+            || b.is_empty()
+            || a.starts_with(&format!("{b}::"))
+            || b.starts_with(&format!("{a}::"))
+    };
+    let mut edges = BTreeSet::new();
+    for file in &sources {
+        let from = module_of(src, file);
+        let text = std::fs::read_to_string(file).expect("source");
+        if file.ends_with("tests.rs") {
+            // A module of tests (`config/tests.rs`) is test code whole.
+            continue;
+        }
+        for line in production_code(&text) {
+            for (at, _) in line.match_indices("crate::") {
+                let path: String = line[at + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let segments: Vec<&str> = path.split("::").collect();
+                let to = (1..=segments.len())
+                    .rev()
+                    .map(|n| segments[..n].join("::"))
+                    .find(|m| modules.contains(m));
+                if let Some(to) = to
+                    && !related(&from, &to)
+                {
+                    edges.insert((from.clone(), to));
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Modules of one crate never need each other: two that do would need a third, a leaf they both
+/// use (an intent view, a benchmark harness). A `use crate::a` in `b` and a `use crate::b` in
+/// `a` — directly or around a longer loop — fails here, naming the loop. Tests inside a module
+/// may use any other (to build their inputs) and are not counted.
+#[test]
+fn no_two_modules_of_a_crate_need_each_other() {
+    let mut loops = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("crates")
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    crates.push(root().join("python/src"));
+    for src in crates {
+        let edges = module_edges(&src);
+        let next = |m: &str| -> Vec<String> {
+            edges
+                .iter()
+                .filter(|(a, _)| a == m)
+                .map(|(_, b)| b.clone())
+                .collect()
+        };
+        // A depth-first walk from each module back to itself.
+        for (start, _) in &edges {
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
+            let mut seen = BTreeSet::new();
+            while let Some((at, path)) = stack.pop() {
+                for to in next(&at) {
+                    if &to == start {
+                        let mut cycle = path.clone();
+                        cycle.push(to);
+                        loops.push(format!("{}: {}", src.display(), cycle.join(" -> ")));
+                    } else if seen.insert(to.clone()) {
+                        let mut longer = path.clone();
+                        longer.push(to.clone());
+                        stack.push((to, longer));
+                    }
+                }
+            }
+        }
+    }
+    loops.sort();
+    loops.dedup();
+    assert!(
+        loops.is_empty(),
+        "modules that need each other:\n{}",
+        loops.join("\n")
     );
 }

@@ -10,13 +10,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use oncebox_core::NewIntent;
-use oncebox_store::{Intent, SubmitError, intent_by_key};
+use oncebox_store::SubmitError;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::AppState;
 use crate::auth::caller;
-use crate::ops::change;
+use crate::intent::{change, find_own, view};
 use crate::problem::Problem;
 
 /// Longest `?wait=`, in seconds.
@@ -100,28 +100,6 @@ fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
         step,
         deadline,
         ordering_key,
-    })
-}
-
-/// The public view of an intent (no internal ids of other systems beyond the reference).
-pub(crate) fn view(i: &Intent) -> Value {
-    json!({
-        "idempotency_key": i.idempotency_key,
-        "action": i.action,
-        "status": i.status,
-        "request_hash": i.request_hash,
-        "attempt_count": i.attempt_count,
-        "external_reference": i.external_reference,
-        "response": i.response,
-        "error": i.last_error,
-        "business_ref": i.business_ref,
-        "run_id": i.run_id,
-        "step": i.step,
-        "ordering_key": i.ordering_key,
-        "deadline": i.deadline,
-        "created_at": i.created_at,
-        "updated_at": i.updated_at,
-        "completed_at": i.completed_at,
     })
 }
 
@@ -239,14 +217,4 @@ pub(crate) async fn cancel(
         oncebox_store::ops::cancel(tx, id, &actor, None).await
     })
     .await
-}
-
-pub(crate) async fn find_own(state: &AppState, tenant: &str, key: &str) -> Result<Intent, Problem> {
-    let missing = || Problem::new(StatusCode::NOT_FOUND, "no intent with this key").field("key");
-    // A key that could never have been accepted names no intent (and never reaches SQL).
-    oncebox_core::validate_key(key).map_err(|_| missing())?;
-    intent_by_key(&state.pool, tenant, key)
-        .await
-        .map_err(Problem::internal)?
-        .ok_or_else(missing)
 }

@@ -5,12 +5,14 @@
 //! `application/problem+json` (RFC 9457) naming the field.
 //!
 //! One room per concern: [`auth`] (tokens and their cache), [`limits`] (request rates per
-//! token and tenant), `intents` (the agent's endpoints), `ops` (the operator's), [`console`]
+//! token and tenant), `intent` (the view of an intent and the lookup of the caller's, a leaf),
+//! `intents` (the agent's endpoints), `ops` (the operator's), [`console`]
 //! (the operators' web pages), `health`, [`metrics`], [`problem`] and [`openapi`].
 
 pub mod auth;
 pub mod console;
 mod health;
+mod intent;
 mod intents;
 pub mod limits;
 mod mcp;

@@ -9,17 +9,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use oncebox_core::Status;
-use oncebox_store::Intent;
 use oncebox_store::ops::Actor;
-use oncebox_store::ops::OpsError;
 use oncebox_store::tokens::Caller;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sqlx::PgConnection;
 
 use crate::AppState;
 use crate::auth::ops_caller;
-use crate::intents::{find_own, view};
+use crate::intent::{change, find_own, view};
 use crate::problem::Problem;
 
 /// Largest `older_than_seconds` of the ops list: 100 years.
@@ -94,30 +91,6 @@ pub(crate) async fn ops_show(
         .await
         .map_err(Problem::internal)?;
     Ok(axum::Json(json!({"intent": view(&intent), "history": history})).into_response())
-}
-
-/// Runs an operator's change on the caller's intent `key` in one transaction; answers with the
-/// intent as the change left it.
-pub(crate) async fn change(
-    state: &AppState,
-    tenant: &str,
-    key: &str,
-    f: impl AsyncFnOnce(&mut PgConnection, i64) -> Result<Intent, OpsError>,
-) -> Result<Response, Problem> {
-    let intent = find_own(state, tenant, key).await?;
-    let mut tx = state.pool.begin().await.map_err(Problem::internal)?;
-    let done = ops_result(f(&mut tx, intent.id).await)?;
-    tx.commit().await.map_err(Problem::internal)?;
-    Ok(axum::Json(view(&done)).into_response())
-}
-
-fn ops_result(r: Result<Intent, oncebox_store::ops::OpsError>) -> Result<Intent, Problem> {
-    use oncebox_store::ops::OpsError;
-    r.map_err(|e| match e {
-        OpsError::Refused(m) => Problem::new(StatusCode::CONFLICT, m).field("key"),
-        OpsError::NotFound(m) => Problem::new(StatusCode::NOT_FOUND, m).field("key"),
-        OpsError::Database(e) => Problem::internal(e),
-    })
 }
 
 /// The optional text member `name` of an ops body: absent, or a string without U+0000.

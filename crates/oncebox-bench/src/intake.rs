@@ -14,6 +14,7 @@ use sqlx::{Acquire, PgPool};
 use crate::IntakeArgs;
 use crate::baseline::{Scripts, pgbench_available};
 use crate::queries;
+use crate::stats::{Figure, collect, median, print_figures};
 
 /// Runs the intake benchmark in a scratch database of its own.
 pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
@@ -21,14 +22,6 @@ pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
         intake_rounds(&a, scratch, json).await
     })
     .await
-}
-
-/// What one measurement produced.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub(crate) struct Figure {
-    pub(crate) per_second: f64,
-    pub(crate) p50_ms: Option<f64>,
-    pub(crate) p99_ms: Option<f64>,
 }
 
 #[derive(Clone)]
@@ -249,50 +242,6 @@ pub(crate) async fn measure(
     collect(tasks, start).await
 }
 
-/// Prints `rows` as a table of intents/s and latencies under `title`, names `width` wide.
-pub(crate) fn print_figures(title: &str, width: usize, rows: &[(&str, Figure)]) {
-    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
-    println!("{title}");
-    println!(
-        "  {:<width$} {:>10} {:>8} {:>8}",
-        "", "intents/s", "p50 ms", "p99 ms"
-    );
-    for (name, f) in rows {
-        println!(
-            "  {name:<width$} {:>10.0} {:>8} {:>8}",
-            f.per_second,
-            ms(f.p50_ms),
-            ms(f.p99_ms)
-        );
-    }
-}
-
-/// The rate and the median and 99th-percentile latency of `latencies` (µs) over `elapsed`.
-/// Waits for every client task and makes one figure of their latencies since `start`.
-pub(crate) async fn collect(
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Vec<u32>>>>,
-    start: Instant,
-) -> anyhow::Result<Figure> {
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.context("benchmark client panicked")??);
-    }
-    Ok(figure(all, start.elapsed()))
-}
-
-pub(crate) fn figure(mut latencies: Vec<u32>, elapsed: Duration) -> Figure {
-    latencies.sort_unstable();
-    let pct = |p: f64| -> Option<f64> {
-        let idx = ((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1);
-        latencies.get(idx).map(|us| f64::from(*us) / 1000.0)
-    };
-    Figure {
-        per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-    }
-}
-
 /// Runs the baseline intake script with pgbench against the scratch database.
 pub(crate) async fn run_pgbench(
     script: &Path,
@@ -333,10 +282,4 @@ pub(crate) async fn run_pgbench(
         p50_ms: None,
         p99_ms: None,
     })
-}
-
-pub(crate) fn median(figures: &[Figure]) -> Figure {
-    let mut sorted = figures.to_vec();
-    sorted.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
-    sorted[sorted.len() / 2]
 }

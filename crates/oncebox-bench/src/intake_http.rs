@@ -12,7 +12,8 @@ use serde_json::json;
 
 use crate::IntakeArgs;
 use crate::baseline::{Scripts, pgbench_available};
-use crate::intake::{Figure, Load, measure, median, print_figures, reset, run_pgbench};
+use crate::intake::{Load, measure, reset, run_pgbench};
+use crate::stats::{Figure, median, print_figures};
 
 /// Runs the HTTP intake benchmark in a scratch database of its own.
 pub(crate) async fn run(a: IntakeArgs, json: bool) -> anyhow::Result<()> {
@@ -192,5 +193,5 @@ async fn measure_http(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    crate::intake::collect(tasks, start).await
+    crate::stats::collect(tasks, start).await
 }

@@ -16,7 +16,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use crate::LanesArgs;
-use crate::intake::{Figure, median, print_figures};
+use crate::stats::{Figure, median, print_figures};
 
 /// The cases: unordered, then ordered.
 const CASES: [&str; 2] = ["unordered", "ordered lanes"];
@@ -60,7 +60,7 @@ async fn fill(pool: &PgPool, intake: &Intake, a: &LanesArgs, ordered: bool) -> a
 /// One drain of case `ordered`: deliveries per second.
 async fn drain(pool: &PgPool, a: &LanesArgs, ordered: bool) -> anyhow::Result<f64> {
     // A fresh receiver per drain: every key is a first effect, never a replay.
-    let (receiver, config) = crate::deliver::noop_sink("", "").await?;
+    let (receiver, config) = crate::harness::noop_sink("", "").await?;
     let routes = Routes::from_config(&config, None)?;
     let intake = Intake::new(&config, None)?;
     sqlx::raw_sql(crate::queries::RESET_JOURNAL)
@@ -69,7 +69,7 @@ async fn drain(pool: &PgPool, a: &LanesArgs, ordered: bool) -> anyhow::Result<f6
     fill(pool, &intake, a, ordered).await?;
     let n = (a.lanes * a.per_lane) as usize;
     let started = Instant::now();
-    let worker = crate::deliver::start_worker(pool, &routes, a.concurrency).await;
+    let worker = crate::harness::start_worker(pool, &routes, a.concurrency).await;
     while receiver.effects().len() < n {
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(600),

@@ -18,6 +18,7 @@ use tokio::process::{Child, Command};
 use crate::LatencyArgs;
 use crate::chart::{Chart, Series};
 use crate::queries;
+use crate::stats::percentile;
 
 /// An offered load: a fixed rate, or as fast as the submitters go.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,12 +71,6 @@ pub(crate) struct Point {
     /// CPU time the Postgres server's processes spent per intent, in milliseconds (Linux's
     /// /proc; `None` elsewhere).
     pub(crate) postgres_cpu_ms_per_intent: Option<f64>,
-}
-
-/// Nearest-rank percentile `p` (0–1) of ascending `sorted`; `None` when empty.
-pub(crate) fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    let rank = (sorted.len() as f64 * p).ceil() as usize;
-    sorted.get(rank.saturating_sub(1)).copied()
 }
 
 /// Runs the benchmark in a scratch database of its own.
@@ -157,8 +152,8 @@ fn print_table(a: &LatencyArgs, points: &[Point]) {
 }
 
 async fn measure(a: &LatencyArgs, bin: &Path, url: &str) -> anyhow::Result<Vec<Point>> {
-    let receiver = crate::deliver::noop_receiver().await?;
-    let toml = crate::deliver::sink_toml(&receiver.url(), "", "");
+    let receiver = crate::harness::noop_receiver().await?;
+    let toml = crate::harness::sink_toml(&receiver.url(), "", "");
     let config = oncebox_core::config::Config::from_toml(&toml)?;
     let config_file =
         std::env::temp_dir().join(format!("oncebox-bench-latency-{}.toml", std::process::id()));
@@ -198,8 +193,8 @@ fn point_label(rate: Rate) -> String {
 /// each point starts from the same state.
 async fn settle(pool: &PgPool, workers: u32) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
-    crate::deliver::run_script(pool, queries::BETWEEN_POINTS).await?;
+    crate::harness::outbox_drained(pool, Duration::from_millis(20)).await?;
+    crate::harness::run_script(pool, queries::BETWEEN_POINTS).await?;
     loop {
         let waiting: i64 = sqlx::query_scalar(queries::WAITING_WORKERS)
             .fetch_one(pool)
@@ -315,7 +310,7 @@ async fn one_point(
         end: measured_from + Duration::from_secs_f64(seconds),
         submitters: a.submitters as usize,
     };
-    let wal_start = crate::deliver::wal_position(pool).await?;
+    let wal_start = crate::harness::wal_position(pool).await?;
     let cpu_start = crate::cpu::CpuReading::now();
     let tasks: Vec<_> = (0..schedule.submitters)
         .map(|s| {
@@ -333,8 +328,8 @@ async fn one_point(
     submits.sort_by(f64::total_cmp);
     let arrivals = arrivals(receiver, &committed).await?;
     // Every outcome recorded: the WAL and CPU of whole intents.
-    crate::deliver::outbox_drained(pool, Duration::from_millis(20)).await?;
-    let wal = crate::deliver::wal_since(pool, &wal_start).await?;
+    crate::harness::outbox_drained(pool, Duration::from_millis(20)).await?;
+    let wal = crate::harness::wal_since(pool, &wal_start).await?;
     let cpu = cpu_start
         .zip(crate::cpu::CpuReading::now())
         .map(|(a, b)| a.until(b, all).postgres_ms_per_unit);

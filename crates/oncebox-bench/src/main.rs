@@ -9,12 +9,14 @@ mod baseline;
 mod chart;
 mod cpu;
 mod deliver;
+mod harness;
 mod intake;
 mod intake_http;
 mod lanes;
 mod latency;
 mod queries;
 mod signing;
+mod stats;
 mod tools;
 
 use std::path::PathBuf;

@@ -11,7 +11,7 @@ use oncebox_worker::Routes;
 use serde_json::json;
 
 use crate::SigningArgs;
-use crate::intake::{Figure, median, print_figures};
+use crate::stats::{Figure, median, print_figures};
 
 /// The cases, by name, with their `signing` table (none for unsigned).
 const CASES: [(&str, Option<&str>); 3] = [
@@ -48,13 +48,13 @@ async fn rounds(a: &SigningArgs, scratch: &ScratchDb, json_out: bool) -> anyhow:
             let signing = secret.map_or(String::new(), |s: &str| {
                 format!("signing = {{ secrets = [\"{s}\"] }}\n")
             });
-            let (receiver, config) = crate::deliver::noop_sink("", &signing).await?;
+            let (receiver, config) = crate::harness::noop_sink("", &signing).await?;
             let routes = Routes::from_config(&config, None)?;
             sqlx::raw_sql(crate::queries::RESET_JOURNAL)
                 .execute(&pool)
                 .await?;
             let (drain, worker) =
-                crate::deliver::drain_backlog(&pool, &routes, a.concurrency, n).await?;
+                crate::harness::drain_backlog(&pool, &routes, a.concurrency, n).await?;
             worker.stop().await?;
             anyhow::ensure!(
                 receiver.effects().len() == n,

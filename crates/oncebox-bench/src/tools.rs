@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 
 use crate::ToolsArgs;
-use crate::intake::{Figure, median, print_figures};
+use crate::stats::{Figure, median, print_figures};
 
 /// Runs the tool-call benchmark in a scratch database of its own.
 pub(crate) async fn run(a: ToolsArgs, json_out: bool) -> anyhow::Result<()> {
@@ -29,12 +29,12 @@ pub(crate) async fn run(a: ToolsArgs, json_out: bool) -> anyhow::Result<()> {
 
 async fn rounds(a: &ToolsArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
     let (receiver, config) =
-        crate::deliver::noop_sink("tool = { description = \"Do nothing, once.\" }\n", "").await?;
+        crate::harness::noop_sink("tool = { description = \"Do nothing, once.\" }\n", "").await?;
     let pool =
         oncebox_store::connect_worker(&scratch.url, a.clients * 2 + 16, Duration::from_secs(5))
             .await?;
     let routes = Routes::from_config(&config, None)?;
-    let worker = crate::deliver::start_worker(&pool, &routes, 256)
+    let worker = crate::harness::start_worker(&pool, &routes, 256)
         .await
         .check_alive()
         .await?;
@@ -140,7 +140,7 @@ async fn measure_mcp(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    crate::intake::collect(tasks, start).await
+    crate::stats::collect(tasks, start).await
 }
 
 /// `clients` tasks submitting over the HTTP API and long-polling each intent until settled.
@@ -175,7 +175,7 @@ async fn measure_api(
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    crate::intake::collect(tasks, start).await
+    crate::stats::collect(tasks, start).await
 }
 
 fn arguments(i: u64) -> serde_json::Map<String, Value> {

@@ -550,7 +550,7 @@ mod defaults {
         true
     }
     pub(super) fn dedupe_window() -> NonZeroDuration {
-        NonZeroDuration::new(crate::intake::DEFAULT_DEDUPE_WINDOW)
+        NonZeroDuration::new(crate::key::DEFAULT_DEDUPE_WINDOW)
             .unwrap_or(NonZeroDuration::from_secs(1))
     }
     pub(super) fn breaker_failures() -> NonZeroU32 {

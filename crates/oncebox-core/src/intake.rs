@@ -54,10 +54,6 @@ pub struct Rules {
     keys: Option<Arc<RedactionKeys>>,
 }
 
-/// How long identical calls that name no key and no run are one intent, when the action says
-/// nothing else (`[actions.X.tool] dedupe_window`).
-pub const DEFAULT_DEDUPE_WINDOW: Duration = Duration::from_secs(24 * 3600);
-
 /// What one action's intents must pass and how they are recorded.
 #[derive(Debug, Clone, Default)]
 struct ActionRules {
@@ -194,7 +190,7 @@ impl Rules {
                 (!pointers.is_empty()).then(|| pointers.iter().map(String::as_str).collect()),
                 *window,
             ),
-            None => (None, DEFAULT_DEDUPE_WINDOW),
+            None => (None, crate::key::DEFAULT_DEDUPE_WINDOW),
         };
         let pointers: Option<Vec<&str>> = pointers;
         CallIdentity::of(action, arguments, pointers.as_deref(), window)

@@ -136,6 +136,10 @@ pub fn step_key(session: &str, step: u64, tool: &str, arguments: &serde_json::Va
     hex::encode(h.finalize())
 }
 
+/// How long identical calls that name no key and no run are one intent, when the action says
+/// nothing else (`[actions.X.tool] dedupe_window`).
+pub const DEFAULT_DEDUPE_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
 /// The identity of a tool call that names no key and no run: its tool and identifying
 /// arguments, one intent per dedupe window.
 ///
