@@ -44,12 +44,8 @@ fn colour(workers: u32) -> RGBColor {
     }
 }
 
-/// Draws `chart` into the PNG at `path` (its directory is created), with `font` (a TTF file's
-/// bytes) for every text.
-///
-/// # Errors
-/// A font plotters cannot read, a directory or file that cannot be written, or an empty chart.
-pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<()> {
+/// The ranges of `chart`'s axes, after registering `font` and creating `path`'s directory.
+fn prepare(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<((f64, f64), (f64, f64))> {
     let all: Vec<(f64, f64)> = chart
         .series
         .iter()
@@ -65,8 +61,19 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let (x_min, x_max) = bounds(all.iter().map(|p| p.0));
-    let (y_min, y_max) = bounds(all.iter().map(|p| p.1));
+    Ok((
+        bounds(all.iter().map(|p| p.0)),
+        bounds(all.iter().map(|p| p.1)),
+    ))
+}
+
+/// Draws `chart` into the PNG at `path` (its directory is created), with `font` (a TTF file's
+/// bytes) for every text.
+///
+/// # Errors
+/// A font plotters cannot read, a directory or file that cannot be written, or an empty chart.
+pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<()> {
+    let ((x_min, x_max), (y_min, y_max)) = prepare(chart, path, font)?;
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(e)?;
@@ -129,7 +136,7 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
             .map(|&(x, _, y)| Cross::new((x, y), 7, grey.stroke_width(2))),
     )
     .map_err(e)?
-    .label("goal (issue 18): p50 and p99")
+    .label("goal: p50 and p99")
     .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)

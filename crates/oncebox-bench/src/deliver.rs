@@ -52,95 +52,135 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
-    let (
-        Drain {
-            seconds: drain,
-            wal,
-            writes,
-            cpu,
-        },
-        worker,
-    ) = drain_measured(&pool, &routes, a.concurrency(), intents, true).await?;
-    let rate = intents as f64 / drain;
-    let wal_per_intent = wal.bytes / intents as f64;
-    let rows_per_intent = writes.values().map(Writes::rows).sum::<i64>() as f64 / intents as f64;
+    let (drained, worker) = drain_measured(&pool, &routes, a.concurrency(), intents, true).await?;
+    let rate = intents as f64 / drained.seconds;
     anyhow::ensure!(
         receiver.effects().len() == intents,
         "backlog drained wrongly: {} effects for {intents} intents",
         receiver.effects().len()
     );
     if !json_out {
-        eprintln!("backlog: {} intents delivered in {drain:.2} s", a.intents);
+        eprintln!(
+            "backlog: {} intents delivered in {:.2} s",
+            a.intents, drained.seconds
+        );
     }
     // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
     let intake = Intake::new(&config, None).context("the benchmark's actions hash nothing")?;
     let paced = paced_latency(&pool, &intake, &receiver, rate / 2.0, a.seconds).await?;
     worker.stop().await?;
     // 3. The raw baseline: baseline/cycle.sql by pgbench over a filled backlog.
-    let raw_cycle = raw_delivery_rps(a, scratch, &pool).await?;
-    let (raw, raw_wal) = (raw_cycle.map(|r| r.0), raw_cycle.map(|r| r.1));
-    let ratio = raw.map(|r| rate / r);
-    if json_out {
-        println!(
-            "{}",
-            json!({
-                "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency(),
-                "deliveries_per_second": rate, "drain_seconds": drain,
-                "wal_bytes_per_delivery": wal_per_intent, "wal": wal,
-                "rows_per_delivery": rows_per_intent,
-                "rows_by_table": writes, "cpu": cpu, "latency": paced, "raw_delivery_rps": raw,
-                "raw_wal_bytes_per_row": raw_wal, "ratio_to_raw": ratio,
-            })
-        );
-        return Ok(());
+    let raw = raw_delivery_rps(a, scratch, &pool).await?;
+    let report = HttpReport {
+        drained,
+        paced,
+        raw,
+    };
+    match json_out {
+        true => println!("{}", report.json(a)),
+        false => report.print(a),
     }
-    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-    println!(
-        "deliver: backlog of {} intents, one worker, concurrency {}",
-        a.intents,
-        a.concurrency()
-    );
-    println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
-    println!("  WAL written per delivery (bytes, whole drain)               {wal_per_intent:>9.0}");
-    println!(
-        "    (WAL from {} to {}: pg_waldump --stats shows what)",
-        wal.from, wal.to
-    );
-    println!(
-        "  rows written per delivery (inserted + updated + deleted)    {rows_per_intent:>9.2}"
-    );
-    print_cpu(cpu);
-    for (table, w) in &writes {
-        println!(
-            "    {table:<16} per delivery: {:.2} inserted, {:.2} updated ({:.2} HOT), {:.2} deleted",
-            w.inserted as f64 / intents as f64,
-            w.updated as f64 / intents as f64,
-            w.hot_updated as f64 / intents as f64,
-            w.deleted as f64 / intents as f64
-        );
-    }
-    match raw {
-        Some(r) => {
-            println!("  raw claim(100)+complete cycle, pgbench, 2 clients          {r:>9.0}");
-            println!(
-                "  ratio oncebox / raw                                        {:>9.2}",
-                rate / r
-            );
-            if let Some(w) = raw_wal {
-                println!("  raw cycle WAL per row (bytes)                             {w:>9.0}");
-            }
-        }
-        None => println!("  (raw baseline skipped: pgbench or its scripts not found)"),
-    }
-    println!(
-        "  end to end at {:.0}/s (target {:.0}/s, {} samples): p50 {} ms, p99 {} ms",
-        paced.achieved_rate,
-        paced.target_rate,
-        paced.samples,
-        ms(paced.p50_ms),
-        ms(paced.p99_ms)
-    );
     Ok(())
+}
+
+/// What [`measure`] found.
+struct HttpReport {
+    /// The backlog's drain.
+    drained: Drain,
+    /// Latency at half the drain's rate.
+    paced: Paced,
+    /// The raw cycle's rows per second and WAL bytes per row, when pgbench could run.
+    raw: Option<(f64, f64)>,
+}
+
+impl HttpReport {
+    /// Deliveries per second over the drain.
+    fn rate(&self, a: &DeliverArgs) -> f64 {
+        f64::from(a.intents) / self.drained.seconds
+    }
+
+    /// A per-delivery share of `total`.
+    fn per_delivery(a: &DeliverArgs, total: f64) -> f64 {
+        total / f64::from(a.intents)
+    }
+
+    /// Rows written per delivery over all tables.
+    fn rows_per_delivery(&self, a: &DeliverArgs) -> f64 {
+        let rows = self.drained.writes.values().map(Writes::rows).sum::<i64>();
+        Self::per_delivery(a, rows as f64)
+    }
+
+    /// The report as the JSON line `--json` prints.
+    fn json(&self, a: &DeliverArgs) -> serde_json::Value {
+        let (d, rate) = (&self.drained, self.rate(a));
+        let raw = self.raw.map(|r| r.0);
+        json!({
+            "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency(),
+            "deliveries_per_second": rate, "drain_seconds": d.seconds,
+            "wal_bytes_per_delivery": Self::per_delivery(a, d.wal.bytes), "wal": d.wal,
+            "rows_per_delivery": self.rows_per_delivery(a),
+            "rows_by_table": d.writes, "cpu": d.cpu, "latency": self.paced,
+            "raw_delivery_rps": raw, "raw_wal_bytes_per_row": self.raw.map(|r| r.1),
+            "ratio_to_raw": raw.map(|r| rate / r),
+        })
+    }
+
+    /// The report as text.
+    fn print(&self, a: &DeliverArgs) {
+        let (d, rate) = (&self.drained, self.rate(a));
+        let wal_per_intent = Self::per_delivery(a, d.wal.bytes);
+        let rows_per_intent = self.rows_per_delivery(a);
+        println!(
+            "deliver: backlog of {} intents, one worker, concurrency {}",
+            a.intents,
+            a.concurrency()
+        );
+        println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
+        println!(
+            "  WAL written per delivery (bytes, whole drain)               {wal_per_intent:>9.0}"
+        );
+        println!(
+            "    (WAL from {} to {}: pg_waldump --stats shows what)",
+            d.wal.from, d.wal.to
+        );
+        println!(
+            "  rows written per delivery (inserted + updated + deleted)    {rows_per_intent:>9.2}"
+        );
+        print_cpu(d.cpu);
+        for (table, w) in &d.writes {
+            let per = |n: i64| Self::per_delivery(a, n as f64);
+            println!(
+                "    {table:<16} per delivery: {:.2} inserted, {:.2} updated ({:.2} HOT), {:.2} deleted",
+                per(w.inserted),
+                per(w.updated),
+                per(w.hot_updated),
+                per(w.deleted)
+            );
+        }
+        match self.raw {
+            Some((r, raw_wal)) => {
+                println!("  raw claim(100)+complete cycle, pgbench, 2 clients          {r:>9.0}");
+                println!(
+                    "  ratio oncebox / raw                                        {:>9.2}",
+                    rate / r
+                );
+                println!(
+                    "  raw cycle WAL per row (bytes)                             {raw_wal:>9.0}"
+                );
+            }
+            None => println!("  (raw baseline skipped: pgbench or its scripts not found)"),
+        }
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let p = &self.paced;
+        println!(
+            "  end to end at {:.0}/s (target {:.0}/s, {} samples): p50 {} ms, p99 {} ms",
+            p.achieved_rate,
+            p.target_rate,
+            p.samples,
+            ms(p.p50_ms),
+            ms(p.p99_ms)
+        );
+    }
 }
 
 /// The drain's CPU lines (nothing without /proc).

@@ -329,77 +329,44 @@ impl HttpDestination {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let redirect = if (300..400).contains(&status) {
-            format!(
-                ", a redirect{} (not followed)",
+        let said = match (300..400).contains(&status) {
+            true => format!(
+                "HTTP {status}, a redirect{} (not followed)",
                 location(response.headers())
-            )
-        } else {
-            String::new()
+            ),
+            false => format!("HTTP {status}"),
         };
         let class = classify_status(status, self.honours_keys, &self.overrides);
-        let error = |code: ErrorCode, detail: String| AttemptError {
-            code,
-            detail,
-            status_code: Some(status),
-        };
         // Read the body (bounded) for every answer: a success needs it, errors keep a snippet.
         let watch_stream = (is_stream && class == StatusClass::Success)
             .then_some(self.completion_event.as_deref())
             .flatten();
         let body = match read_body(&mut response, watch_stream).await {
             Ok(body) => body,
-            Err(e) => {
-                let broke = format!("HTTP {status}{redirect}");
-                return match class {
-                    StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
-                        error: error(ErrorCode::HttpStatus, broke),
-                        retry_after,
-                    },
-                    StatusClass::Permanent => DeliveryOutcome::Permanent {
-                        error: error(ErrorCode::HttpStatus, broke),
-                    },
-                    _ => unknown(
-                        ErrorCode::ConnectionReset,
-                        format!("answer broke off: {}", error_text(e)),
-                        Some(status),
-                    ),
-                };
-            }
-        };
-        let text =
-            || String::from_utf8_lossy(&body.bytes[..body.bytes.len().min(512)]).into_owned();
-        match class {
-            StatusClass::Success => match (watch_stream, body.completed) {
-                (Some(_), Some(event)) => {
-                    self.success(status, event.data.into_bytes(), event.truncated)
-                }
-                (Some(event), None) => unknown(
-                    ErrorCode::StreamIncomplete,
-                    format!("event stream ended without its {event:?} event"),
+            Err(e) if matches!(class, StatusClass::Success | StatusClass::Unknown) => {
+                return unknown(
+                    ErrorCode::ConnectionReset,
+                    format!("answer broke off: {}", error_text(e)),
                     Some(status),
-                ),
-                (None, _) => self.success(status, body.bytes, body.truncated),
-            },
-            StatusClass::RetryBeforeExecution => DeliveryOutcome::RetryBeforeExecution {
-                error: error(
-                    ErrorCode::HttpStatus,
-                    format!("HTTP {status}{redirect}: {}", text()),
-                ),
-                retry_after,
-            },
-            StatusClass::Permanent => DeliveryOutcome::Permanent {
-                error: error(
-                    ErrorCode::HttpStatus,
-                    format!("HTTP {status}{redirect}: {}", text()),
-                ),
-            },
-            StatusClass::Unknown => DeliveryOutcome::Unknown {
-                error: error(
-                    ErrorCode::HttpStatus,
-                    format!("HTTP {status}{redirect}: {}", text()),
-                ),
-            },
+                );
+            }
+            // A refusal whose body broke off is still that refusal.
+            Err(_) => return refused(class, status, said, retry_after),
+        };
+        match (class, watch_stream, body.completed) {
+            (StatusClass::Success, Some(_), Some(event)) => {
+                self.success(status, event.data.into_bytes(), event.truncated)
+            }
+            (StatusClass::Success, Some(event), None) => unknown(
+                ErrorCode::StreamIncomplete,
+                format!("event stream ended without its {event:?} event"),
+                Some(status),
+            ),
+            (StatusClass::Success, None, _) => self.success(status, body.bytes, body.truncated),
+            (class, ..) => {
+                let text = String::from_utf8_lossy(&body.bytes[..body.bytes.len().min(512)]);
+                refused(class, status, format!("{said}: {text}"), retry_after)
+            }
         }
     }
 
@@ -498,6 +465,28 @@ async fn read_body(
         }
     }
     Ok(body)
+}
+
+/// The outcome of an answer that is not a success: `class` with an HTTP status error of
+/// `status` saying `detail`.
+fn refused(
+    class: StatusClass,
+    status: u16,
+    detail: String,
+    retry_after: Option<RetryAfter>,
+) -> DeliveryOutcome {
+    let error = AttemptError {
+        code: ErrorCode::HttpStatus,
+        detail,
+        status_code: Some(status),
+    };
+    match class {
+        StatusClass::RetryBeforeExecution => {
+            DeliveryOutcome::RetryBeforeExecution { error, retry_after }
+        }
+        StatusClass::Permanent => DeliveryOutcome::Permanent { error },
+        StatusClass::Unknown | StatusClass::Success => DeliveryOutcome::Unknown { error },
+    }
 }
 
 pub(crate) fn unknown(

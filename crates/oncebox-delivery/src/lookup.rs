@@ -252,35 +252,10 @@ impl HttpLookup {
                 detail: format!("GET {at}: HTTP {status}"),
             };
         }
-        let too_large = || LookupResult::Failed {
-            transient: false,
-            detail: format!("GET {at}: the answer exceeds {MAX_LOOKUP_BYTES} bytes"),
+        let body = match read_bounded(&mut response, &at).await {
+            Ok(body) => body,
+            Err(failed) => return failed,
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_LOOKUP_BYTES as u64)
-        {
-            return too_large();
-        }
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) if body.len() + chunk.len() > MAX_LOOKUP_BYTES => {
-                    return too_large();
-                }
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                Ok(None) => break,
-                Err(e) => {
-                    return LookupResult::Failed {
-                        transient: true,
-                        detail: format!(
-                            "GET {at}: answer broke off: {}",
-                            crate::http::error_text(e)
-                        ),
-                    };
-                }
-            }
-        }
         let doc: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
             Err(e) => {
@@ -290,6 +265,11 @@ impl HttpLookup {
                 };
             }
         };
+        self.found_in(&doc, &at)
+    }
+
+    /// The objects the lookup's `results_pointer` names in answer `doc` (from `at`).
+    fn found_in(&self, doc: &Value, at: &str) -> LookupResult {
         match doc.pointer(self.settings.results_pointer.as_str()) {
             Some(Value::Array(items)) => LookupResult::Found(items.clone()),
             Some(Value::Null) | None => LookupResult::Found(Vec::new()),
@@ -302,6 +282,37 @@ impl HttpLookup {
                     kind_of(other)
                 ),
             },
+        }
+    }
+}
+
+/// A lookup answer's body (from `at`), refused as soon as it passes [`MAX_LOOKUP_BYTES`] or
+/// announces more.
+async fn read_bounded(response: &mut reqwest::Response, at: &str) -> Result<Vec<u8>, LookupResult> {
+    let too_large = || LookupResult::Failed {
+        transient: false,
+        detail: format!("GET {at}: the answer exceeds {MAX_LOOKUP_BYTES} bytes"),
+    };
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_LOOKUP_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_LOOKUP_BYTES => {
+                return Err(too_large());
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return Ok(body),
+            Err(e) => {
+                return Err(LookupResult::Failed {
+                    transient: true,
+                    detail: format!("GET {at}: answer broke off: {}", crate::http::error_text(e)),
+                });
+            }
         }
     }
 }

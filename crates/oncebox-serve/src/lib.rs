@@ -22,6 +22,7 @@ pub use body::{BodyTimedOut, timed_out};
 pub use tls::Tls;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,8 +31,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long and how many connections a server keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,21 +117,69 @@ pub async fn serve_with(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(router.clone());
-        let Some(tls) = &tls else {
-            let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-            tokio::spawn(async move {
-                let _slot = slot;
-                if let Err(e) = conn.await {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-            });
-            continue;
+        let conn = Accepted {
+            slot,
+            stream,
+            peer,
+            service: TowerToHyperService::new(router.clone()),
         };
-        // The handshake runs in the connection's task (a slow client holds only its slot), and
-        // within the header timeout; then the connection is served like a plain one.
+        match &tls {
+            None => conn.serve_plain(&builder, &graceful),
+            Some(tls) => conn.serve_tls(tls, &builder, &graceful, limits.header_timeout),
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("connections still open after the shutdown grace period: dropped");
+    }
+}
+
+/// A connection accepted, with the slot it holds until it closes.
+struct Accepted {
+    slot: OwnedSemaphorePermit,
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: TowerToHyperService<Router>,
+}
+
+impl Accepted {
+    /// Serves the connection in plain HTTP in a task of its own.
+    fn serve_plain(self, builder: &http1::Builder, graceful: &GracefulShutdown) {
+        let Accepted {
+            slot,
+            stream,
+            peer,
+            service,
+        } = self;
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+
+    /// Serves the connection over TLS in a task of its own. The handshake runs in that task (a
+    /// slow client holds only its slot), and within the header timeout; then the connection is
+    /// served like a plain one.
+    fn serve_tls(
+        self,
+        tls: &Tls,
+        builder: &http1::Builder,
+        graceful: &GracefulShutdown,
+        header_timeout: Duration,
+    ) {
+        let Accepted {
+            slot,
+            stream,
+            peer,
+            service,
+        } = self;
         let (acceptor, builder, watcher) = (tls.acceptor(), builder.clone(), graceful.watcher());
-        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             let _slot = slot;
             let stream = match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
@@ -149,13 +198,6 @@ pub async fn serve_with(
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
-    }
-    drop(listener);
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::info!("connections still open after the shutdown grace period: dropped");
     }
 }
 

@@ -304,7 +304,25 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        DELIVERIES_TOTAL.header(&mut out);
+        self.render_deliveries(&mut out);
+        self.render_scalars(&mut out);
+        self.render_waiting(&mut out);
+        self.render_breakers(&mut out);
+        LOOP_HEARTBEAT.header(&mut out);
+        for (name, ms) in lock(&self.heartbeats).iter() {
+            let _ = writeln!(
+                out,
+                "{}{{loop=\"{name}\"}} {}",
+                LOOP_HEARTBEAT.name,
+                *ms as f64 / 1000.0
+            );
+        }
+        out
+    }
+
+    /// The delivery counters and histograms, and the claim batch histogram.
+    fn render_deliveries(&self, out: &mut String) {
+        DELIVERIES_TOTAL.header(out);
         for ((dest, outcome), n) in lock(&self.deliveries).iter() {
             let _ = writeln!(
                 out,
@@ -312,17 +330,21 @@ impl Metrics {
                 DELIVERIES_TOTAL.name
             );
         }
-        DELIVERY_SECONDS.header(&mut out);
+        DELIVERY_SECONDS.header(out);
         for (dest, h) in lock(&self.latency).iter() {
             h.render(
-                &mut out,
+                out,
                 DELIVERY_SECONDS.name,
                 &format!("destination=\"{dest}\""),
                 &LATENCY_BUCKETS,
             );
         }
-        CLAIM_BATCH_SIZE.header(&mut out);
-        lock(&self.claim_batch).render(&mut out, CLAIM_BATCH_SIZE.name, "", &BATCH_BUCKETS);
+        CLAIM_BATCH_SIZE.header(out);
+        lock(&self.claim_batch).render(out, CLAIM_BATCH_SIZE.name, "", &BATCH_BUCKETS);
+    }
+
+    /// The unlabelled counters and gauges.
+    fn render_scalars(&self, out: &mut String) {
         let scalars = [
             (
                 LEASES_LOST_TOTAL,
@@ -339,31 +361,37 @@ impl Metrics {
             ),
         ];
         for (def, value) in scalars {
-            def.header(&mut out);
+            def.header(out);
             let _ = writeln!(out, "{} {value}", def.name);
         }
-        {
-            let waiting = lock(&self.waiting);
-            let of = |gauge: &str| waiting.get(gauge).copied().unwrap_or((0, 0.0));
-            INTENTS_WAITING.header(&mut out);
-            for status in WAITING_STATUSES {
-                let (n, _) = of(status);
-                let _ = writeln!(out, "{}{{status=\"{status}\"}} {n}", INTENTS_WAITING.name);
-            }
-            OLDEST_WAITING_AGE_SECONDS.header(&mut out);
-            for status in WAITING_STATUSES {
-                let (_, age) = of(status);
-                let name = OLDEST_WAITING_AGE_SECONDS.name;
-                let _ = writeln!(out, "{name}{{status=\"{status}\"}} {age}");
-            }
-            let (n, age) = of("dead_letter");
-            DEAD_LETTERS_UNPUBLISHED.header(&mut out);
-            let _ = writeln!(out, "{} {n}", DEAD_LETTERS_UNPUBLISHED.name);
-            OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.header(&mut out);
-            let name = OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.name;
-            let _ = writeln!(out, "{name} {age}");
+    }
+
+    /// The waiting gauges and the unpublished dead letters.
+    fn render_waiting(&self, out: &mut String) {
+        let waiting = lock(&self.waiting);
+        let of = |gauge: &str| waiting.get(gauge).copied().unwrap_or((0, 0.0));
+        INTENTS_WAITING.header(out);
+        for status in WAITING_STATUSES {
+            let (n, _) = of(status);
+            let _ = writeln!(out, "{}{{status=\"{status}\"}} {n}", INTENTS_WAITING.name);
         }
-        DESTINATION_STATE.header(&mut out);
+        OLDEST_WAITING_AGE_SECONDS.header(out);
+        for status in WAITING_STATUSES {
+            let (_, age) = of(status);
+            let name = OLDEST_WAITING_AGE_SECONDS.name;
+            let _ = writeln!(out, "{name}{{status=\"{status}\"}} {age}");
+        }
+        let (n, age) = of("dead_letter");
+        DEAD_LETTERS_UNPUBLISHED.header(out);
+        let _ = writeln!(out, "{} {n}", DEAD_LETTERS_UNPUBLISHED.name);
+        OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.header(out);
+        let name = OLDEST_UNPUBLISHED_DEAD_LETTER_AGE_SECONDS.name;
+        let _ = writeln!(out, "{name} {age}");
+    }
+
+    /// One gauge per destination and breaker state, 1 for the current state.
+    fn render_breakers(&self, out: &mut String) {
+        DESTINATION_STATE.header(out);
         for (dest, current) in lock(&self.breakers).iter() {
             for state in BREAKER_STATES {
                 let on = u8::from(state == current);
@@ -374,16 +402,6 @@ impl Metrics {
                 );
             }
         }
-        LOOP_HEARTBEAT.header(&mut out);
-        for (name, ms) in lock(&self.heartbeats).iter() {
-            let _ = writeln!(
-                out,
-                "{}{{loop=\"{name}\"}} {}",
-                LOOP_HEARTBEAT.name,
-                *ms as f64 / 1000.0
-            );
-        }
-        out
     }
 }
 
