@@ -143,6 +143,7 @@ pub(crate) struct PgProxy {
     pub(crate) url: String,
     cut: tokio_util::sync::CancellationToken,
     frozen: tokio::sync::watch::Sender<bool>,
+    accepting: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl PgProxy {
@@ -162,36 +163,52 @@ impl PgProxy {
         let cut = tokio_util::sync::CancellationToken::new();
         let (frozen, _) = tokio::sync::watch::channel(false);
         let (stop, thaw) = (cut.clone(), frozen.subscribe());
-        tokio::spawn(async move {
+        let accepting = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
             loop {
                 let accepted = tokio::select! {
-                    _ = stop.cancelled() => return,
+                    biased;
+                    _ = stop.cancelled() => break,
                     a = listener.accept() => a,
                 };
                 let Ok((client, _)) = accepted else {
-                    return;
+                    break;
                 };
                 let (stop, upstream, thaw) = (stop.clone(), upstream.clone(), thaw.clone());
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                         return;
                     };
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
                     tokio::select! {
+                        biased;
                         _ = stop.cancelled() => {}
                         _ = pipe(client_read, server_write, thaw.clone()) => {}
                         _ = pipe(server_read, client_write, thaw) => {}
                     }
                 });
             }
+            // Refuse new connections, then close every one accepted.
+            drop(listener);
+            connections.shutdown().await;
         });
-        PgProxy { url, cut, frozen }
+        PgProxy {
+            url,
+            cut,
+            frozen,
+            accepting: std::sync::Mutex::new(Some(accepting)),
+        }
     }
 
-    /// Closes every connection and refuses new ones.
-    pub(crate) fn cut(&self) {
+    /// Closes every connection and refuses new ones; on return the listener is closed and no
+    /// connection is still forwarded.
+    pub(crate) async fn cut(&self) {
         self.cut.cancel();
+        let accepting = self.accepting.lock().expect("lock").take();
+        if let Some(accepting) = accepting {
+            accepting.await.expect("the proxy's accept loop");
+        }
     }
 
     /// Forwards nothing more, holding every connection open.

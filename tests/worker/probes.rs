@@ -54,9 +54,9 @@ async fn worker_probes_tell_a_database_outage_from_a_stuck_loop() {
         (200, "ok\n".to_owned())
     );
     assert_eq!(probe(&outage_addr, "/nope").await.0, 404);
-    proxy.cut();
+    proxy.cut().await;
     let (code, body) = probe(&outage_addr, "/readyz").await;
-    assert_eq!(code, 503, "the database is unreachable: not ready");
+    assert_eq!(code, 503, "the database is unreachable: not ready: {body}");
     assert!(body.starts_with("database:"), "{body}");
     // Its loops keep turning (failing claims, waiting a poll interval): alive, for longer than
     // the three leases after which a loop counts as stuck.
