@@ -2,8 +2,9 @@
 
 Three ways in:
 
-- ``submit(conn, ...)`` — in your own Postgres transaction (psycopg 3 or SQLAlchemy 2, sync or
-  async): the intent commits with your own rows, or not at all.
+- ``submit(conn, ...)`` / ``await submit_async(conn, ...)`` — in your own Postgres transaction
+  (psycopg 3 or SQLAlchemy 2, sync or async): the intent commits with your own rows, or not at
+  all.
 - ``Client`` / ``AsyncClient`` — over the HTTP API of ``oncebox serve`` (httpx), retrying with
   the same key and bytes.
 - ``@tool("action", via=...)`` — an agent's tool function made idempotent: a retried call
@@ -34,7 +35,7 @@ from ._errors import (
 from ._intake import Config, Intake, Prepared
 from ._keys import business_key, canonical_json, request_hash, step_key, validate_key
 from ._model import Intent, Status, Submitted
-from ._submit import submit
+from ._submit import submit, submit_async
 from .tool import AsyncTool, Database, Http, Tool, Via, async_tool, outcome, tool
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ __all__ = [
     "request_hash",
     "step_key",
     "submit",
+    "submit_async",
     "tool",
     "validate_key",
 ]

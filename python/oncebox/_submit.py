@@ -2,16 +2,17 @@
 transaction, with the statement text of the Rust store (``oncebox-sql``), so that both
 languages write identical rows.
 
-Takes a psycopg 3 ``Connection`` or ``AsyncConnection``, or a SQLAlchemy 2 ``Connection`` or
-``Session`` (sync or async) over the psycopg driver (``postgresql+psycopg://``), whose DBAPI
-connection is the same psycopg connection and so the same transaction.
+``submit`` takes a psycopg 3 ``Connection``, or a SQLAlchemy 2 ``Connection`` or ``Session``
+over the psycopg driver (``postgresql+psycopg://``), whose DBAPI connection is the same psycopg
+connection and so the same transaction; ``submit_async`` takes their async twins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._errors import InvalidIntent, KeyConflict, OnceboxError
@@ -35,44 +36,8 @@ SUBMIT_ORDERED_PYFORMAT: str = _native.SUBMIT_ORDERED_PYFORMAT
 INTENT_BY_KEY_PYFORMAT: str = _native.INTENT_BY_KEY_PYFORMAT
 
 
-@overload
 def submit(
     conn: SyncConn,
-    *,
-    tenant: str,
-    key: str,
-    action: str,
-    arguments: Mapping[str, Any],
-    business_ref: str | None = ...,
-    run_id: str | None = ...,
-    step: str | None = ...,
-    deadline: datetime | None = ...,
-    config: Intake | Config,
-    notify: bool = ...,
-    ordering_key: str | None = ...,
-) -> Submitted: ...
-
-
-@overload
-def submit(
-    conn: AsyncConn,
-    *,
-    tenant: str,
-    key: str,
-    action: str,
-    arguments: Mapping[str, Any],
-    business_ref: str | None = ...,
-    run_id: str | None = ...,
-    step: str | None = ...,
-    deadline: datetime | None = ...,
-    config: Intake | Config,
-    notify: bool = ...,
-    ordering_key: str | None = ...,
-) -> Awaitable[Submitted]: ...
-
-
-def submit(
-    conn: Any,
     *,
     tenant: str,
     key: str,
@@ -85,26 +50,30 @@ def submit(
     config: Intake | Config,
     notify: bool = True,
     ordering_key: str | None = None,
-) -> Submitted | Awaitable[Submitted]:
+) -> Submitted:
     """Records an intent in the journal and the outbox inside the caller's open transaction.
 
-    Nothing is visible to workers until the caller commits, and nothing remains if it rolls
-    back. The same key with the same request returns the existing intent (``created`` false);
-    the same key with another request raises ``KeyConflict`` with both hashes and writes
-    nothing; a bad field raises ``InvalidIntent`` naming it, before any statement runs.
-    Concurrent submits of one key wait for each other on the journal's unique index, so exactly
-    one creates the intent (under ``REPEATABLE READ`` or ``SERIALIZABLE`` the others get a
-    serialization failure: roll back and retry).
+    ``conn`` is a psycopg ``Connection`` or a SQLAlchemy ``Connection`` or ``Session`` over
+    psycopg; for their async twins use ``submit_async``. Nothing is visible to workers until the
+    caller commits, and nothing remains if it rolls back. The same key with the same request
+    returns the existing intent (``created`` false); the same key with another request raises
+    ``KeyConflict`` with both hashes and writes nothing; a bad field raises ``InvalidIntent``
+    naming it, before any statement runs. Concurrent submits of one key wait for each other on
+    the journal's unique index, so exactly one creates the intent (under ``REPEATABLE READ`` or
+    ``SERIALIZABLE`` the others get a serialization failure: roll back and retry).
 
-    For an async connection or session it returns an awaitable: ``await oncebox.submit(...)``.
     On an autocommit psycopg connection outside ``conn.transaction()`` the intent commits by
     itself, statement by statement (as the Rust ``Intake::submit_alone``).
     ``notify`` wakes an idle worker at commit (as the Rust intake does by default).
     With ``ordering_key``, intents of the tenant to the same destination with the same key are
     delivered one at a time, in submit order (the submit holds the lane's lock until commit).
     """
-    intake = config if isinstance(config, Intake) else Intake(config)
-    prepared = intake.prepare(
+    if _is_async(conn):
+        raise TypeError(
+            f"oncebox.submit takes a synchronous connection; for a {type(conn).__qualname__} "
+            "use `await oncebox.submit_async(...)`"
+        )
+    call = _Call.prepare(
         tenant=tenant,
         key=key,
         action=action,
@@ -112,18 +81,13 @@ def submit(
         business_ref=business_ref,
         run_id=run_id,
         step=step,
+        deadline=deadline,
+        config=config,
         ordering_key=ordering_key,
     )
-    if deadline is not None and deadline.utcoffset() is None:
-        raise InvalidIntent("deadline", "must be timezone-aware (datetime.now(timezone.utc))")
-    call = _Call(intake, tenant, key, action, prepared, business_ref, run_id, step, deadline)
-    call.ordering_key = ordering_key
-    params = call.params(notify)
-    if _is_async(conn):
-        return _submit_async(conn, call, params)
     driver = _sync_driver(conn)
     with driver.cursor() as cur:
-        cur.execute(call.statement(), params)
+        cur.execute(call.statement(), call.params(notify))
         inserted = cur.fetchone()
     if inserted is not None:
         return call.created(inserted[0], inserted[1])
@@ -133,44 +97,108 @@ def submit(
     return call.existing(existing)
 
 
-async def _submit_async(conn: Any, call: _Call, params: dict[str, Any]) -> Submitted:
+async def submit_async(
+    conn: AsyncConn,
+    *,
+    tenant: str,
+    key: str,
+    action: str,
+    arguments: Mapping[str, Any],
+    business_ref: str | None = None,
+    run_id: str | None = None,
+    step: str | None = None,
+    deadline: datetime | None = None,
+    config: Intake | Config,
+    notify: bool = True,
+    ordering_key: str | None = None,
+) -> Submitted:
+    """``submit`` for a psycopg ``AsyncConnection`` or a SQLAlchemy ``AsyncConnection`` or
+    ``AsyncSession`` over psycopg: the same rows, the same replays and refusals."""
+    if not _is_async(conn):
+        raise TypeError(
+            "oncebox.submit_async takes a psycopg AsyncConnection or a SQLAlchemy "
+            f"AsyncConnection or AsyncSession; got {type(conn).__qualname__} (for a synchronous "
+            "connection use oncebox.submit)"
+        )
+    call = _Call.prepare(
+        tenant=tenant,
+        key=key,
+        action=action,
+        arguments=arguments,
+        business_ref=business_ref,
+        run_id=run_id,
+        step=step,
+        deadline=deadline,
+        config=config,
+        ordering_key=ordering_key,
+    )
     driver = await _async_driver(conn)
     async with driver.cursor() as cur:
-        await cur.execute(call.statement(), params)
+        await cur.execute(call.statement(), call.params(notify))
         inserted = await cur.fetchone()
     if inserted is not None:
         return call.created(inserted[0], inserted[1])
     async with driver.cursor(row_factory=_dict_row()) as cur:
-        await cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": call.tenant, "p2": call.key})
+        await cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": tenant, "p2": key})
         existing = await cur.fetchone()
     return call.existing(existing)
 
 
+@dataclass(frozen=True)
 class _Call:
-    """One submit's inputs, and how its answers become a ``Submitted``."""
+    """One submit's inputs, validated, and how its answers become a ``Submitted``."""
 
-    def __init__(
-        self,
-        intake: Intake,
+    intake: Intake
+    tenant: str
+    key: str
+    action: str
+    prepared: Prepared
+    business_ref: str | None
+    run_id: str | None
+    step: str | None
+    deadline: datetime | None
+    ordering_key: str | None
+
+    @staticmethod
+    def prepare(
+        *,
         tenant: str,
         key: str,
         action: str,
-        prepared: Prepared,
+        arguments: Mapping[str, Any],
         business_ref: str | None,
         run_id: str | None,
         step: str | None,
         deadline: datetime | None,
-    ) -> None:
-        self.intake = intake
-        self.tenant = tenant
-        self.key = key
-        self.action = action
-        self.prepared = prepared
-        self.business_ref = business_ref
-        self.run_id = run_id
-        self.step = step
-        self.deadline = deadline
-        self.ordering_key: str | None = None
+        config: Intake | Config,
+        ordering_key: str | None,
+    ) -> _Call:
+        """Validates, redacts and hashes the intent (``InvalidIntent`` before any statement)."""
+        intake = config if isinstance(config, Intake) else Intake(config)
+        prepared = intake.prepare(
+            tenant=tenant,
+            key=key,
+            action=action,
+            arguments=arguments,
+            business_ref=business_ref,
+            run_id=run_id,
+            step=step,
+            ordering_key=ordering_key,
+        )
+        if deadline is not None and deadline.utcoffset() is None:
+            raise InvalidIntent("deadline", "must be timezone-aware (datetime.now(timezone.utc))")
+        return _Call(
+            intake,
+            tenant,
+            key,
+            action,
+            prepared,
+            business_ref,
+            run_id,
+            step,
+            deadline,
+            ordering_key,
+        )
 
     def statement(self) -> str:
         """The submit statement: the ordered one when the intent joins a lane."""
@@ -334,6 +362,6 @@ def _not_psycopg(driver: object) -> TypeError:
 
 
 _UNSUPPORTED = (
-    "oncebox.submit takes a psycopg Connection or AsyncConnection, or a SQLAlchemy Connection "
-    "or Session (sync or async); got {}"
+    "oncebox.submit takes a psycopg Connection or a SQLAlchemy Connection or Session, and "
+    "oncebox.submit_async their async twins; got {}"
 )

@@ -51,7 +51,7 @@ def test_psycopg_async_connection(with_orders: str, intake: oncebox.Intake) -> N
     async def main() -> None:
         async with await psycopg.AsyncConnection.connect(with_orders) as conn:
             await conn.execute("INSERT INTO orders VALUES ('kept')")
-            s = await oncebox.submit(
+            s = await oncebox.submit_async(
                 conn,
                 tenant="t",
                 key="kept",
@@ -62,7 +62,7 @@ def test_psycopg_async_connection(with_orders: str, intake: oncebox.Intake) -> N
             assert s.created
             await conn.commit()
             await conn.execute("INSERT INTO orders VALUES ('dropped')")
-            await oncebox.submit(
+            await oncebox.submit_async(
                 conn,
                 tenant="t",
                 key="dropped",
@@ -71,7 +71,7 @@ def test_psycopg_async_connection(with_orders: str, intake: oncebox.Intake) -> N
                 config=intake,
             )
             await conn.rollback()
-            again = await oncebox.submit(
+            again = await oncebox.submit_async(
                 conn,
                 tenant="t",
                 key="kept",
@@ -144,7 +144,7 @@ def test_sqlalchemy_async_session(with_orders: str, intake: oncebox.Intake) -> N
         try:
             async with AsyncSession(engine) as session:
                 await session.execute(text("INSERT INTO orders VALUES ('async')"))
-                s = await oncebox.submit(
+                s = await oncebox.submit_async(
                     session,
                     tenant="t",
                     key="async",
@@ -156,7 +156,7 @@ def test_sqlalchemy_async_session(with_orders: str, intake: oncebox.Intake) -> N
                 await session.commit()
             async with AsyncSession(engine) as session:
                 await session.execute(text("INSERT INTO orders VALUES ('async-dropped')"))
-                await oncebox.submit(
+                await oncebox.submit_async(
                     session,
                     tenant="t",
                     key="async-dropped",
@@ -166,7 +166,7 @@ def test_sqlalchemy_async_session(with_orders: str, intake: oncebox.Intake) -> N
                 )
                 await session.rollback()
             async with engine.begin() as conn:
-                await oncebox.submit(
+                await oncebox.submit_async(
                     conn,
                     tenant="t",
                     key="async-conn",
@@ -185,10 +185,56 @@ def test_sqlalchemy_async_session(with_orders: str, intake: oncebox.Intake) -> N
 def test_an_unsupported_connection_is_refused(intake: oncebox.Intake) -> None:
     with pytest.raises(TypeError, match="psycopg Connection"):
         oncebox.submit(
-            object(),
+            object(),  # type: ignore[arg-type]
             tenant="t",
             key="k",
             action="create_invoice",
-            arguments=INVOICE,  # type: ignore[call-overload]
+            arguments=INVOICE,
             config=intake,
         )
+    with pytest.raises(TypeError, match="psycopg AsyncConnection"):
+        asyncio.run(
+            oncebox.submit_async(
+                object(),  # type: ignore[arg-type]
+                tenant="t",
+                key="k",
+                action="create_invoice",
+                arguments=INVOICE,
+                config=intake,
+            )
+        )
+
+
+def test_each_submit_refuses_the_other_kind_of_connection(
+    with_orders: str, intake: oncebox.Intake
+) -> None:
+    """``submit`` is synchronous and ``submit_async`` a coroutine, whatever the connection: each
+    refuses the other kind with the name of the one to call, and writes nothing."""
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(with_orders) as conn:
+            with pytest.raises(TypeError, match=r"use `await oncebox\.submit_async"):
+                oncebox.submit(
+                    conn,  # type: ignore[arg-type]
+                    tenant="t",
+                    key="async-to-sync",
+                    action="create_invoice",
+                    arguments=INVOICE,
+                    config=intake,
+                )
+            await conn.commit()
+
+    asyncio.run(main())
+    with psycopg.connect(with_orders) as conn:
+        pending = oncebox.submit_async(
+            conn,  # type: ignore[arg-type]
+            tenant="t",
+            key="sync-to-async",
+            action="create_invoice",
+            arguments=INVOICE,
+            config=intake,
+        )
+        with pytest.raises(TypeError, match=r"oncebox\.submit\)"):
+            asyncio.run(pending)
+        conn.commit()
+    assert keys(with_orders) == []
