@@ -121,6 +121,37 @@ url = "http://127.0.0.1:9/invoices"
 idempotency = "key"
 "#;
 
+/// Every command at every depth answers `--help` with its usage and the exit codes, which are
+/// attached once to the whole tree: a command added without them fails here.
+#[test]
+fn every_command_at_every_depth_ends_its_help_with_the_exit_codes() {
+    let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        let args: Vec<&str> = path.iter().map(String::as_str).collect();
+        let o = Command::new(BIN)
+            .args(&args)
+            .arg("--help")
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(code(&o), 0, "{args:?} --help");
+        assert!(text.contains("Usage:"), "{args:?} --help:\n{text}");
+        assert!(
+            text.contains("Exit codes: 0 ok"),
+            "{args:?} --help lacks the exit codes:\n{text}"
+        );
+        seen += 1;
+        for sub in subcommands(BIN, &args) {
+            let mut deeper = path.clone();
+            deeper.push(sub);
+            pending.push(deeper);
+        }
+    }
+    // oncebox, 10 commands, 12 under ops, 3 + 3 + 2 under token, destinations and lanes.
+    assert!(seen >= 31, "only {seen} commands found");
+}
+
 #[test]
 fn help_is_there_for_every_subcommand() {
     let top = Command::new(BIN).arg("--help").output().expect("run");

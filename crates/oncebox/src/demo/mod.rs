@@ -32,7 +32,6 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::DemoArgs;
 use crate::exit::{CliError, CliResult};
 use agents::Tally;
 use report::{Observed, Report};
@@ -133,7 +132,40 @@ struct Demo {
     amqp_url: String,
 }
 
-pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
+/// Run the end-to-end demonstration with injected faults, in its own database.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Postgres URL of the server; the demo creates its own database there (see --database-name).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub(crate) database_url: String,
+    /// RabbitMQ URL: one action of the demo publishes events, applied by an inbox consumer.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub(crate) amqp_url: String,
+    /// The demo's database, dropped and created anew on every run.
+    #[arg(long, default_value = "oncebox_demo")]
+    pub(crate) database_name: String,
+    /// How many distinct intents the agents submit.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) intents: usize,
+    /// Concurrent agents.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) agents: usize,
+    /// Keep the demo database afterwards for inspection.
+    #[arg(long)]
+    pub(crate) keep: bool,
+}
+
+pub(crate) async fn run(args: Args, json_out: bool) -> CliResult {
     if args.intents == 0 || args.agents == 0 {
         return Err(CliError::usage(
             "intents",
@@ -164,7 +196,7 @@ pub(crate) async fn run(args: DemoArgs, json_out: bool) -> CliResult {
 impl Demo {
     /// The database, the receivers, the queue and its consumer, the config file and the
     /// workers.
-    async fn set_up(args: &DemoArgs) -> anyhow::Result<Demo> {
+    async fn set_up(args: &Args) -> anyhow::Result<Demo> {
         let scratch = ScratchDb::create(&args.database_url, &args.database_name, true).await?;
         // Both drop a tenth of their answers after executing.
         let start = async |honours_keys, seed| {
@@ -234,7 +266,7 @@ impl Demo {
 
     /// The agents submit while one worker is killed and replaced; then every intent settles,
     /// the workers stop and the consumer applies every published event.
-    async fn exercise(&mut self, args: &DemoArgs) -> anyhow::Result<Arc<Tally>> {
+    async fn exercise(&mut self, args: &Args) -> anyhow::Result<Arc<Tally>> {
         let tally = Arc::new(Tally::default());
         let mut agents = Vec::new();
         for agent in 0..args.agents {
@@ -275,7 +307,7 @@ impl Demo {
     /// Counts and prints what happened.
     async fn report(
         &self,
-        args: &DemoArgs,
+        args: &Args,
         tally: &Tally,
         json_out: bool,
         started: Instant,
