@@ -483,7 +483,7 @@ fn chart_of(points: &[Point], seconds: u64) -> Chart {
     }
 }
 
-/// Issue 18's goals on the 2-core machine: (offered/s, percentile label, milliseconds).
+/// The latency goals on the 2-core machine (docs/capacity.md): (offered/s, percentile label, milliseconds).
 pub(crate) const GOALS: [(f64, &str, f64); 7] = [
     (10.0, "p50", 1.5),
     (10.0, "p99", 5.0),

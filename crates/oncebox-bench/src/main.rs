@@ -126,7 +126,7 @@ pub(crate) struct LatencyArgs {
     #[arg(long)]
     oncebox_bin: Option<PathBuf>,
     /// An argument passed on to every `oncebox worker` (repeatable), e.g.
-    /// --worker-arg=--notify-below=0 for the wake-up policy before issue 18.
+    /// --worker-arg=--notify-below=0 to wake workers by NOTIFY only after a second without work.
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     worker_args: Vec<String>,
     /// Where the PNG chart is written.
