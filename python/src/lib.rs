@@ -134,7 +134,7 @@ impl PyCallIdentity {
             std::time::Duration::from_secs_f64(window),
         )
         .map(|inner| PyCallIdentity { inner })
-        .map_err(|e| invalid(py, InvalidIntent::new(e.0, e.1)))
+        .map_err(|e| invalid(py, e))
     }
 
     /// The dedupe window, in seconds.

@@ -85,10 +85,9 @@ impl Rules {
     pub fn new(config: &Config, keys: Option<RedactionKeys>) -> Result<Self, MissingRedactionKey> {
         Self::build(
             config.actions.iter().map(|(name, a)| {
-                let skip_failed = config
-                    .destinations
-                    .get(&a.destination)
-                    .is_some_and(|d| d.ordering().on_failure == crate::config::LaneFailure::Skip);
+                let skip_failed = config.destinations.get(&a.destination).is_some_and(|d| {
+                    d.shared().ordering.on_failure == crate::config::LaneFailure::Skip
+                });
                 let rules = ActionRules {
                     redact: a.redact.clone(),
                     schema: a.arguments_schema.clone(),
@@ -194,7 +193,6 @@ impl Rules {
         };
         let pointers: Option<Vec<&str>> = pointers;
         CallIdentity::of(action, arguments, pointers.as_deref(), window)
-            .map_err(|(field, reason)| InvalidIntent::new(field, reason))
     }
 
     /// The JSON Schema of `action`'s arguments, if it has one.

@@ -179,7 +179,7 @@ impl CallIdentity {
         arguments: &serde_json::Value,
         pointers: Option<&[&str]>,
         window: Duration,
-    ) -> Result<CallIdentity, (String, String)> {
+    ) -> Result<CallIdentity, crate::intent::InvalidIntent> {
         let identifying = match pointers {
             None => arguments.clone(),
             Some(pointers) => serde_json::Value::Array(
@@ -187,9 +187,9 @@ impl CallIdentity {
                     .iter()
                     .map(|p| {
                         arguments.pointer(p).cloned().ok_or_else(|| {
-                            (
+                            crate::intent::InvalidIntent::new(
                                 format!("arguments{p}"),
-                                "is required: it identifies the call (the tool's key)".to_owned(),
+                                "is required: it identifies the call (the tool's key)",
                             )
                         })
                     })

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::config::{Config, GET_INTENT_TOOL, ToolSettings};
-use oncebox_core::{NewIntent, step_key};
+use oncebox_core::{InvalidIntent, NewIntent, step_key};
 use oncebox_store::tokens::Caller;
 use oncebox_store::{Intake, Intent, SubmitError, intent_by_key};
 use rmcp::model::{
@@ -165,7 +165,7 @@ impl Gateway {
                     .map_err(internal)?;
                 (key, None, None)
             }
-            Err((field, detail)) => return Ok(refusal("invalid", &field, &detail).into()),
+            Err(e) => return Ok(refusal("invalid", &e.field, &e.reason).into()),
         };
         let ordering_key = match meta.get(META_ORDERING_KEY) {
             None | Some(Value::Null) => None,
@@ -468,26 +468,29 @@ enum CallKey {
 /// The call's identity, never the transport session's: the explicit key (with the run and step
 /// given, if any); else, with a run in `_meta`, `step_key(run, step, tool, arguments)` (step
 /// from `_meta`, 0 when absent); else the tool and its identifying arguments (`settings`' key,
-/// or all the arguments) within its dedupe window. `Err((field, detail))` otherwise.
+/// or all the arguments) within its dedupe window. Otherwise the field at fault, and why.
 fn key_of(
     tool: &str,
     settings: &ToolSettings,
     arguments: &Value,
     meta: &JsonObject,
-) -> Result<CallKey, (String, String)> {
-    let text = |name: &str| -> Result<Option<String>, (String, String)> {
+) -> Result<CallKey, InvalidIntent> {
+    let text = |name: &str| -> Result<Option<String>, InvalidIntent> {
         match meta.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(Value::Number(n)) => Ok(Some(n.to_string())),
-            Some(_) => Err((format!("_meta/{name}"), "must be a string".into())),
+            Some(_) => Err(InvalidIntent::new(
+                format!("_meta/{name}"),
+                "must be a string",
+            )),
         }
     };
     let run = text(META_RUN)?;
     let given_step = text(META_STEP)?;
     let step_text = given_step.clone().unwrap_or_else(|| "0".into());
     let step: u64 = step_text.parse().map_err(|_| {
-        (
+        InvalidIntent::new(
             format!("_meta/{META_STEP}"),
             format!("{step_text:?} is not a non-negative integer"),
         )
@@ -579,20 +582,21 @@ mod tests {
         );
         let missing = key_of("t", &by_order, &json!({"note": "a"}), &meta(json!({})));
         assert_eq!(
-            missing.map(|_| ()).expect_err("missing").0,
+            missing.map(|_| ()).expect_err("missing").field,
             "arguments/order_id"
         );
     }
 
     #[test]
     fn a_bad_step_is_refused_naming_it() {
-        let (field, _) = key_of(
+        let refused = key_of(
             "t",
             &settings(None),
             &json!({}),
             &meta(json!({META_RUN: "r", META_STEP: "x"})),
         )
+        .map(|_| ())
         .expect_err("bad step");
-        assert_eq!(field, format!("_meta/{META_STEP}"));
+        assert_eq!(refused.field, format!("_meta/{META_STEP}"));
     }
 }

@@ -98,6 +98,7 @@ impl Routes {
     ) -> Result<Routes, RouteError> {
         let mut by_dest: HashMap<&str, Arc<Route>> = HashMap::new();
         for (name, dest) in &config.destinations {
+            let shared = dest.shared();
             by_dest.insert(
                 name,
                 Arc::new(Route {
@@ -108,10 +109,10 @@ impl Routes {
                         }
                         Destination::Mcp(m) => Adapter::Mcp(McpDestination::new(name, m)?),
                     },
-                    policy: dest.retry().policy(),
-                    mode: dest.idempotency(),
-                    limit: dest
-                        .max_in_flight()
+                    policy: shared.retry.policy(),
+                    mode: shared.idempotency,
+                    limit: shared
+                        .max_in_flight
                         .map(|n| Arc::new(Semaphore::new(n.get()))),
                     lookup: match dest {
                         Destination::Http(h) => HttpLookup::for_destination(name, h)?,
@@ -120,9 +121,9 @@ impl Routes {
                             HttpLookup::configured(name, m.lookup.as_ref(), &m.headers)?
                         }
                     },
-                    consistency_window: dest.consistency_window(),
-                    breaker: dest.breaker().cloned(),
-                    rate_limit: dest.rate_limit().cloned(),
+                    consistency_window: shared.consistency_window,
+                    breaker: shared.breaker.cloned(),
+                    rate_limit: shared.rate_limit.cloned(),
                 }),
             );
         }

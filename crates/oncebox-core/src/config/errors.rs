@@ -25,6 +25,16 @@ impl ConfigError {
             reason: reason.into(),
         }
     }
+
+    /// The same error about a field of the section `prefix` names: a check that knows only its
+    /// section (`lookup.url`) is placed in the file (`destinations.billing.lookup.url`).
+    #[must_use]
+    pub fn within(self, prefix: &str) -> ConfigError {
+        ConfigError {
+            field: format!("{prefix}{}", self.field),
+            reason: self.reason,
+        }
+    }
 }
 
 type Spanned<T> = toml::Spanned<T>;

@@ -1,6 +1,9 @@
+use std::time::Duration;
+
 use super::*;
 use crate::duration::parse_duration;
 use crate::redact::RedactMode;
+use crate::retry::RetryPolicy;
 
 const GOOD: &str = r#"
     [actions.create_invoice]
@@ -27,7 +30,7 @@ fn parses_a_complete_file() {
     assert_eq!(a.destination, "billing");
     assert_eq!(a.redact[0].mode, RedactMode::Hash);
     assert_eq!(
-        c.destinations["billing"].idempotency(),
+        c.destinations["billing"].shared().idempotency,
         IdempotencyMode::Key
     );
     assert!(c.action("refund").is_none());
@@ -211,7 +214,8 @@ fn destination_values_are_checked() {
     let c = Config::from_toml(&ok).expect("lookup config");
     assert_eq!(
         c.destinations["billing"]
-            .lookup()
+            .shared()
+            .lookup
             .expect("lookup")
             .timeout
             .get(),
@@ -249,6 +253,29 @@ fn errors_name_the_field() {
     assert!(e.field.starts_with("line "), "{e}");
 }
 
+/// Action and destination names become metric labels and log fields: both are held to the same
+/// rule (printable ASCII without spaces, at most 255 bytes), naming the section at fault.
+#[test]
+fn action_and_destination_names_are_checked_alike() {
+    for bad in ["bill ing", "bill\tx", "billé", &"b".repeat(256)] {
+        let quoted = serde_json::to_string(bad).expect("quote");
+        let e = Config::from_toml(
+            &GOOD
+                .replace("[destinations.billing]", &format!("[destinations.{quoted}]"))
+                .replace("destination = \"billing\"", &format!("destination = {quoted}")),
+        )
+        .expect_err("a bad destination name");
+        assert_eq!(e.field, format!("destinations.{bad}"), "{e}");
+        assert!(e.reason.starts_with("destination name"), "{e}");
+        let e = Config::from_toml(
+            &GOOD.replace("[actions.create_invoice]", &format!("[actions.{quoted}]")),
+        )
+        .expect_err("a bad action name");
+        assert_eq!(e.field, format!("actions.{bad}"), "{e}");
+        assert!(e.reason.starts_with("action name"), "{e}");
+    }
+}
+
 const AMQP: &str = r#"
     [actions.publish]
     destination = "bus"
@@ -270,8 +297,11 @@ fn each_kind_has_only_its_own_fields() {
     );
     assert!(a.mandatory);
     assert_eq!(a.max_unconfirmed.get(), 256);
-    assert_eq!(c.destinations["bus"].idempotency(), IdempotencyMode::Key);
-    assert!(c.destinations["bus"].lookup().is_none());
+    assert_eq!(
+        c.destinations["bus"].shared().idempotency,
+        IdempotencyMode::Key
+    );
+    assert!(c.destinations["bus"].shared().lookup.is_none());
     let field = |text: String| Config::from_toml(&text).expect_err(&text).field;
     // An HTTP field on an AMQP destination, and the other way round, is an unknown field.
     assert_eq!(
@@ -386,7 +416,7 @@ fn an_mcp_destination_names_its_tools_and_reads_its_secrets() {
     assert_eq!(m.tool, None, "default: the action's name");
     assert_eq!(m.read_only_tools, ["search_tickets"]);
     assert_eq!(
-        c.destinations["helpdesk"].timeout(),
+        c.destinations["helpdesk"].shared().timeout,
         Duration::from_secs(10)
     );
     let err = c.clone().resolve_env(|_| None).expect_err("unset");
