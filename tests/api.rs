@@ -1895,6 +1895,116 @@ impl<'a> ConsoleClient<'a> {
     }
 }
 
+/// What an agent or a receiver wrote is shown by every console page as text, never as markup:
+/// intents whose key, business reference, arguments, receiver response, error and operator
+/// reason carry HTML and script are shown on the overview, "Needs a person", search (a list, a
+/// miss) and their own pages with every `<` escaped, and no page holds a tag they brought.
+#[tokio::test]
+async fn the_console_shows_what_agents_and_receivers_wrote_as_text() {
+    let api = Api::start("console_xss").await;
+    let agent = api.token("tenant-a");
+    let ops = api.token_with_role("tenant-a", "ops");
+    // Tags and attribute breakers in every field an agent or a receiver fills.
+    let delivered = "x<script>alert(1)</script>";
+    let cancelled = "x\"><img/src=x/onerror=alert(2)>";
+    let expired = "<svg/onload=alert(3)>";
+    let reference = "<b>ref</b>&amp;";
+    let note = "</pre></td><script>alert(4)</script>";
+    let reason = "<script>alert(5)</script>";
+    let brought = [
+        "<script>alert(1)",
+        "<img/src=x",
+        "<svg/onload",
+        "<b>ref</b>",
+        "</pre></td><script>",
+        "<script>alert(5)",
+    ];
+    let body = |deadline: Option<String>| {
+        json!({"action": "create_invoice", "business_ref": reference, "deadline": deadline,
+               "arguments": {"order_id": "o-1", "amount": "10.00", "note": note}})
+        .to_string()
+    };
+    for key in [delivered, cancelled] {
+        let made = api
+            .post(Some(&agent), Some(key), "application/json", body(None))
+            .await;
+        assert_eq!(made.0, StatusCode::ACCEPTED, "{made:?}");
+    }
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(1);
+    let made = api
+        .post(
+            Some(&agent),
+            Some(expired),
+            "application/json",
+            body(Some(expires_at.to_rfc3339())),
+        )
+        .await;
+    assert_eq!(made.0, StatusCode::ACCEPTED, "{made:?}");
+    run_ok(
+        Command::new(BIN)
+            .args([
+                "ops", "cancel", cancelled, "--tenant", "tenant-a", "--reason", reason,
+            ])
+            .env("DATABASE_URL", &api.db_url),
+    );
+    // Past its deadline, the worker expires one and delivers the other (the receiver answers
+    // with the key in its body: {"id": "ref-x<script>…"}).
+    while chrono::Utc::now() <= expires_at {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_rx, worker) = deliver_soon(&api).await;
+    for (key, status) in [(delivered, "succeeded"), (expired, "expired")] {
+        let (code, intent, _) = api
+            .get(&agent, &format!("/v1/intents/{}?wait=30", form_value(key)))
+            .await;
+        assert_eq!(
+            (code, intent["status"].as_str()),
+            (StatusCode::OK, Some(status))
+        );
+    }
+
+    let mut browser = ConsoleClient::new(&api);
+    let (status, _, _, _) = browser.login(&ops).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let pages = [
+        "/console".to_owned(),
+        "/console/attention".to_owned(),
+        format!("/console/search?q={}", form_value(reference)),
+        format!("/console/search?q={}", form_value("<i>nothing</i>")),
+        format!("/console/intents/{}", form_value(delivered)),
+        format!("/console/intents/{}", form_value(cancelled)),
+        format!("/console/intents/{}", form_value(expired)),
+    ];
+    let mut shown = String::new();
+    for path in &pages {
+        let (status, _, page) = browser.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {page}");
+        for tag in brought.iter().chain(&["<i>nothing"]) {
+            assert!(
+                !page.contains(tag),
+                "{path} holds {tag:?} as markup:\n{page}"
+            );
+        }
+        assert!(!page.contains("<script"), "{path}: a script on the page");
+        shown.push_str(&page);
+    }
+    // And each was shown, as text.
+    for text in [
+        "x&lt;script&gt;alert(1)&lt;/script&gt;",
+        "&quot;&gt;&lt;img/src=x/onerror=alert(2)&gt;",
+        "&lt;svg/onload=alert(3)&gt;",
+        "&lt;b&gt;ref&lt;/b&gt;&amp;amp;",
+        "&lt;/pre&gt;&lt;/td&gt;&lt;script&gt;alert(4)&lt;/script&gt;",
+        "&lt;script&gt;alert(5)&lt;/script&gt;",
+        "ref-x&lt;script&gt;alert(1)&lt;/script&gt;",
+        "&lt;i&gt;nothing&lt;/i&gt;",
+    ] {
+        assert!(shown.contains(text), "no page shows {text:?}");
+    }
+    worker.stop().await;
+    api.stop().await;
+}
+
 #[tokio::test]
 async fn the_console_needs_an_ops_session_and_its_csrf_token_and_stays_in_its_tenant() {
     let api = Api::start("console").await;

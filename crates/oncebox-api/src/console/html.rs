@@ -22,18 +22,17 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
+/// What [`url_part`] encodes: everything but RFC 3986's unreserved characters.
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// `s` percent-encoded as one URL path segment or query value (everything but unreserved
 /// characters), so a key holding `/`, `?`, `#` or `%` links to its own page.
 pub(crate) fn url_part(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
 /// The link to intent `key`'s page.

@@ -164,13 +164,10 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-/// Equal, compared in time independent of where they differ.
+/// Equal, compared in time independent of where they differ (`subtle`).
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// A cookie header value: `HttpOnly`, `SameSite=Strict`, on `path`, `Secure` when `secure`.

@@ -261,8 +261,14 @@ fn action_and_destination_names_are_checked_alike() {
         let quoted = serde_json::to_string(bad).expect("quote");
         let e = Config::from_toml(
             &GOOD
-                .replace("[destinations.billing]", &format!("[destinations.{quoted}]"))
-                .replace("destination = \"billing\"", &format!("destination = {quoted}")),
+                .replace(
+                    "[destinations.billing]",
+                    &format!("[destinations.{quoted}]"),
+                )
+                .replace(
+                    "destination = \"billing\"",
+                    &format!("destination = {quoted}"),
+                ),
         )
         .expect_err("a bad destination name");
         assert_eq!(e.field, format!("destinations.{bad}"), "{e}");
