@@ -1,6 +1,7 @@
 """The exceptions of oncebox, one hierarchy for the binding, the HTTP client and the tool wrapper.
 
-The native module raises ``InvalidIntent`` and ``ConfigError`` from here, so Rust's refusals and
+The native module holds the root, ``OnceboxError``, and the two it raises itself,
+``InvalidIntent`` and ``ConfigError``; the rest are built on them here, so Rust's refusals and
 Python's are caught alike.
 """
 
@@ -8,34 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._native import ConfigError, InvalidIntent, OnceboxError
+
 if TYPE_CHECKING:
     from ._model import Intent
-
-
-class OnceboxError(Exception):
-    """The base of every error oncebox raises."""
-
-
-class InvalidIntent(OnceboxError, ValueError):
-    """A field of an intent is not acceptable; nothing was written. Never retry as is."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        """The field at fault: ``idempotency_key``, ``action``, ``arguments/amount``…"""
-        self.reason = reason
-        """What is wrong and what to do instead."""
-
-
-class ConfigError(OnceboxError, ValueError):
-    """The TOML configuration (or the redaction keys) cannot be used."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        """The dotted path of the field (``destinations.billing.timeout``), or line and column."""
-        self.reason = reason
-        """What is wrong."""
 
 
 class KeyConflict(OnceboxError):
@@ -111,3 +88,18 @@ class NeedsReview(NotSucceeded):
 
 class WaitTimeout(NotSucceeded):
     """The intent was not settled within the wait; it goes on by itself. Call again later."""
+
+
+__all__ = [
+    "ApiError",
+    "ConfigError",
+    "IntentCancelled",
+    "IntentFailed",
+    "InvalidIntent",
+    "KeyConflict",
+    "NeedsReview",
+    "NotSucceeded",
+    "OnceboxError",
+    "TransportError",
+    "WaitTimeout",
+]

@@ -12,6 +12,23 @@ REDACTION_KEYS_ENV: str
 MAX_SAFE_INTEGER: int
 VERSION: str
 
+class OnceboxError(Exception):
+    """The base of every error oncebox raises."""
+
+class InvalidIntent(OnceboxError, ValueError):
+    """A field of an intent is not acceptable; nothing was written. Never retry as is."""
+
+    field: str
+    reason: str
+    def __init__(self, field: str, reason: str) -> None: ...
+
+class ConfigError(OnceboxError, ValueError):
+    """The TOML configuration (or the redaction keys) cannot be used."""
+
+    field: str
+    reason: str
+    def __init__(self, field: str, reason: str) -> None: ...
+
 def validate_key(key: str) -> None: ...
 def business_key(tenant: str, action: str, business_id: str, version: str) -> str: ...
 def step_key(session: str, step: int, tool: str, arguments: str) -> str: ...

@@ -4,8 +4,9 @@
 //! numbers beyond ±2^53 and of U+0000, redaction and the TOML config are the Rust code itself.
 //!
 //! JSON crosses the boundary as text (Python's `json.dumps`), read here with
-//! [`oncebox_core::json::parse`] exactly as the HTTP API reads a request body. Errors are raised
-//! as the exception classes of `oncebox._errors`, so that Python code catches one hierarchy.
+//! [`oncebox_core::json::parse`] exactly as the HTTP API reads a request body. The module holds
+//! the root of the package's exceptions and the two it raises itself ([`ERRORS`]);
+//! `oncebox._errors` builds the rest on them, so that Python code catches one hierarchy.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -17,23 +18,61 @@ use oncebox_core::redact::RedactionKeys;
 use oncebox_core::{InvalidIntent, NewIntent, hash, key};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use serde_json::Value;
 
-/// `oncebox._errors.<class>(field, reason)`, to raise.
-fn raise(py: Python<'_>, class: &str, (field, reason): (impl Into<String>, String)) -> PyErr {
-    let args = (field.into(), reason);
-    let made = py
-        .import("oncebox._errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|c| c.call1(args));
-    match made {
+/// The exceptions this module raises, and their root: defined here, once, when the module is
+/// imported (Python classes, since `InvalidIntent` and `ConfigError` are `ValueError`s as well
+/// as `OnceboxError`s). `oncebox._errors` re-exports them beside the rest of the hierarchy.
+const ERRORS: &std::ffi::CStr = cr#"
+class OnceboxError(Exception):
+    """The base of every error oncebox raises."""
+
+
+class InvalidIntent(OnceboxError, ValueError):
+    """A field of an intent is not acceptable; nothing was written. Never retry as is."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        """The field at fault: ``idempotency_key``, ``action``, ``arguments/amount``..."""
+        self.reason = reason
+        """What is wrong and what to do instead."""
+
+
+class ConfigError(OnceboxError, ValueError):
+    """The TOML configuration (or the redaction keys) cannot be used."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        """The dotted path of the field (``destinations.billing.timeout``), or line and column."""
+        self.reason = reason
+        """What is wrong."""
+"#;
+
+/// The classes of [`ERRORS`] this module raises, kept when it is imported.
+static INVALID_INTENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static CONFIG_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// An exception of `class` (one of [`ERRORS`]) about `field`, to raise.
+fn raise(
+    py: Python<'_>,
+    class: &PyOnceLock<Py<PyAny>>,
+    (field, reason): (impl Into<String>, String),
+) -> PyErr {
+    let field = field.into();
+    let Some(class) = class.get(py) else {
+        return PyValueError::new_err(format!("{field}: {reason}"));
+    };
+    match class.bind(py).call1((field, reason)) {
         Ok(exception) => PyErr::from_value(exception),
         Err(e) => e,
     }
 }
 
 fn invalid(py: Python<'_>, e: InvalidIntent) -> PyErr {
-    raise(py, "InvalidIntent", (e.field, e.reason))
+    raise(py, &INVALID_INTENT, (e.field, e.reason))
 }
 
 /// Reads `text` as the JSON value of `field` (`arguments`, say): a number beyond ±2^53 is
@@ -119,7 +158,7 @@ impl PyCallIdentity {
         if !(window.is_finite() && window >= 1.0) {
             return Err(raise(
                 py,
-                "InvalidIntent",
+                &INVALID_INTENT,
                 ("dedupe_window", "must be at least a second".into()),
             ));
         }
@@ -170,7 +209,7 @@ impl PyConfig {
     fn from_toml(py: Python<'_>, text: &str) -> PyResult<PyConfig> {
         CoreConfig::from_toml(text)
             .map(|inner| PyConfig { inner })
-            .map_err(|e| raise(py, "ConfigError", (e.field, e.reason)))
+            .map_err(|e| raise(py, &CONFIG_ERROR, (e.field, e.reason)))
     }
 
     /// The configured action names, in order.
@@ -204,13 +243,13 @@ impl PyRules {
             Some(text) => RedactionKeys::parse(text).map(Some),
             None => RedactionKeys::from_env(),
         }
-        .map_err(|e| raise(py, "ConfigError", ("redaction_keys", e)))?;
+        .map_err(|e| raise(py, &CONFIG_ERROR, ("redaction_keys", e)))?;
         Rules::new(&config.inner, keys)
             .map(|inner| PyRules { inner })
             .map_err(|e| {
                 raise(
                     py,
-                    "ConfigError",
+                    &CONFIG_ERROR,
                     (format!("actions.{}.redact", e.action), e.to_string()),
                 )
             })
@@ -334,6 +373,19 @@ fn statements() -> PyResult<BTreeMap<&'static str, String>> {
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let errors = PyModule::from_code(py, ERRORS, c"oncebox/_native.rs", c"oncebox._native")?;
+    for name in ["OnceboxError", "InvalidIntent", "ConfigError"] {
+        m.add(name, errors.getattr(name)?)?;
+    }
+    for (lock, name) in [
+        (&INVALID_INTENT, "InvalidIntent"),
+        (&CONFIG_ERROR, "ConfigError"),
+    ] {
+        let class = errors.getattr(name)?.unbind();
+        // Set once per process: the module is imported once.
+        let _ = lock.set(py, class);
+    }
     m.add_function(wrap_pyfunction!(validate_key, m)?)?;
     m.add_function(wrap_pyfunction!(business_key, m)?)?;
     m.add_function(wrap_pyfunction!(step_key, m)?)?;

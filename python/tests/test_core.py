@@ -161,3 +161,22 @@ def test_a_hashing_rule_needs_a_key_and_redaction_matches_the_binary(
         intake.recorded("refund", {})
     assert unknown.value.field == "action"
     assert "configured: charge_card, create_invoice, pay_out, wire_transfer" in unknown.value.reason
+
+
+def test_the_native_module_holds_and_raises_the_package_exceptions() -> None:
+    """The classes the Rust code raises are the package's own, with no lookup by name: caught as
+    ``oncebox.InvalidIntent`` / ``ConfigError``, as ``OnceboxError`` and as ``ValueError``."""
+    from oncebox import _native
+
+    assert oncebox.InvalidIntent is _native.InvalidIntent
+    assert oncebox.ConfigError is _native.ConfigError
+    assert oncebox.OnceboxError is _native.OnceboxError
+    assert issubclass(oncebox.KeyConflict, _native.OnceboxError)
+    with pytest.raises(oncebox.InvalidIntent) as invalid:
+        oncebox.validate_key("")
+    assert invalid.value.field == "idempotency_key"
+    assert isinstance(invalid.value, ValueError)
+    assert isinstance(invalid.value, oncebox.OnceboxError)
+    with pytest.raises(oncebox.ConfigError) as config:
+        oncebox.Config.from_toml("[actions.a]\ndestination = 'nowhere'\n")
+    assert config.value.field == "actions.a.destination"
