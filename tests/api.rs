@@ -1772,6 +1772,9 @@ async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
             .map(|c| c["status"].clone()),
         Some(json!("succeeded"))
     );
+    // The tool result is the intent as the API shows it: one view, field for field.
+    let (_, read, _) = api.get(&token, &format!("/v1/intents/{key}")).await;
+    assert_eq!(result.structured_content.as_ref(), Some(&read));
     worker.stop().await;
     api.stop().await;
 }

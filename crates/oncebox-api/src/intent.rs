@@ -4,63 +4,14 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
-use oncebox_core::{AttemptError, Status};
 use oncebox_store::ops::OpsError;
-use oncebox_store::{Intent, intent_by_key};
-use serde::Serialize;
-use serde_json::Value;
+use oncebox_store::{Intent, IntentView, intent_by_key};
 use sqlx::PgConnection;
 
 use crate::AppState;
 use crate::problem::Problem;
 
-/// The public view of an intent: what its owner may read (no internal ids of other systems
-/// beyond the receiver's reference).
-#[derive(Debug, Serialize)]
-pub(crate) struct IntentView<'a> {
-    idempotency_key: &'a str,
-    action: &'a str,
-    status: Status,
-    request_hash: &'a str,
-    attempt_count: i32,
-    external_reference: Option<&'a str>,
-    response: Option<&'a Value>,
-    error: Option<&'a AttemptError>,
-    business_ref: Option<&'a str>,
-    run_id: Option<&'a str>,
-    step: Option<&'a str>,
-    ordering_key: Option<&'a str>,
-    deadline: Option<DateTime<Utc>>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    completed_at: Option<DateTime<Utc>>,
-}
-
-impl<'a> From<&'a Intent> for IntentView<'a> {
-    fn from(i: &'a Intent) -> Self {
-        IntentView {
-            idempotency_key: &i.idempotency_key,
-            action: &i.action,
-            status: i.status,
-            request_hash: &i.request_hash,
-            attempt_count: i.attempt_count,
-            external_reference: i.external_reference.as_deref(),
-            response: i.response.as_ref(),
-            error: i.last_error.as_ref(),
-            business_ref: i.business_ref.as_deref(),
-            run_id: i.run_id.as_deref(),
-            step: i.step.as_deref(),
-            ordering_key: i.ordering_key.as_deref(),
-            deadline: i.deadline,
-            created_at: i.created_at,
-            updated_at: i.updated_at,
-            completed_at: i.completed_at,
-        }
-    }
-}
-
-/// The public view of `i`.
+/// The public view of `i`: one type for the API, the ops API and the MCP gateway's results.
 pub(crate) fn view(i: &Intent) -> IntentView<'_> {
     IntentView::from(i)
 }

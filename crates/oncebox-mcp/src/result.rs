@@ -1,25 +1,28 @@
-//! What a tool call returns: the intent's outcome as `structuredContent` (status, key, the
-//! receiver's reference and answer), an error result for every ending that is not a success,
-//! and refusals that name the field.
+//! What a tool call returns: the intent as `structuredContent` (the API's view of it: status,
+//! key, the receiver's reference and answer…, with a note for the model), an error result for
+//! every ending that is not a success, and refusals that name the field.
 
 use oncebox_core::Status;
-use oncebox_store::Intent;
+use oncebox_store::{Intent, IntentView};
 use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
+
+/// A tool call's `structuredContent`: the intent as every JSON surface shows it, and what its
+/// status means for the model when it did not succeed.
+#[derive(Serialize)]
+struct ToolResult<'a> {
+    #[serde(flatten)]
+    intent: IntentView<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
+}
 
 /// The result of a call whose intent is `intent`: a success when it succeeded or is still on
 /// its way (status `pending` and friends, with the key to follow it by), an error result that
 /// says how it ended otherwise — never a success for `failed`, `needs_review`, `cancelled` or
 /// `expired`.
 pub fn intent_result(intent: &Intent) -> CallToolResult {
-    let mut body = json!({
-        "status": intent.status,
-        "idempotency_key": intent.idempotency_key,
-        "external_reference": intent.external_reference,
-        "response": intent.response,
-        "error": intent.last_error,
-        "attempt_count": intent.attempt_count,
-    });
     let note = match intent.status {
         Status::Succeeded => None,
         Status::Failed => Some("failed for good: it was not carried out"),
@@ -30,9 +33,10 @@ pub fn intent_result(intent: &Intent) -> CallToolResult {
         ),
         _ => Some("still on its way: call get_intent with this idempotency_key to follow it"),
     };
-    if let (Some(note), Some(obj)) = (note, body.as_object_mut()) {
-        obj.insert("note".into(), Value::String(note.into()));
-    }
+    let body = json!(ToolResult {
+        intent: IntentView::from(intent),
+        note,
+    });
     let ended_badly = matches!(
         intent.status,
         Status::Failed | Status::Expired | Status::Cancelled | Status::NeedsReview

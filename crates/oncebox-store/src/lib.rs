@@ -23,6 +23,7 @@ pub mod scratch;
 mod settled;
 mod submit;
 pub mod tokens;
+mod view;
 mod wake;
 
 /// Every statement the store runs, as text (the `oncebox-sql` crate).
@@ -48,6 +49,7 @@ pub use record::{
 };
 pub use settled::{listen_for_settled, next_settlement};
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};
+pub use view::IntentView;
 pub use wake::{deregister_waiting, register_waiting};
 
 pub use oncebox_sql::{DONE_CHANNEL, OUTBOX_CHANNEL};
