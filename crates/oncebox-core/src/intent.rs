@@ -7,6 +7,8 @@ use serde_json::Value;
 use crate::hash::{canonical_json, find_unsafe_number};
 use crate::key::{validate_key, validate_token};
 
+pub use crate::invalid::InvalidIntent;
+
 /// Longest tenant id, in bytes.
 pub const MAX_TENANT_LEN: usize = 128;
 /// Longest `business_ref`, `run_id` or `step`, in bytes.
@@ -38,27 +40,6 @@ pub struct NewIntent {
     /// Intents of one tenant and destination with the same ordering key are delivered one at a
     /// time, in submit order (1–255 bytes without control characters).
     pub ordering_key: Option<String>,
-}
-
-/// A field of a [`NewIntent`] that is not acceptable, named as the API and CLI name it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct InvalidIntent {
-    /// The field, such as `idempotency_key` or `arguments/amount` (a JSON pointer inside
-    /// arguments).
-    pub field: String,
-    /// What is wrong and what to do instead.
-    pub reason: String,
-}
-
-impl InvalidIntent {
-    /// An error about `field`.
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        InvalidIntent {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
 }
 
 impl NewIntent {

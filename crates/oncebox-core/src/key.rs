@@ -179,7 +179,7 @@ impl CallIdentity {
         arguments: &serde_json::Value,
         pointers: Option<&[&str]>,
         window: Duration,
-    ) -> Result<CallIdentity, crate::intent::InvalidIntent> {
+    ) -> Result<CallIdentity, crate::invalid::InvalidIntent> {
         let identifying = match pointers {
             None => arguments.clone(),
             Some(pointers) => serde_json::Value::Array(
@@ -187,7 +187,7 @@ impl CallIdentity {
                     .iter()
                     .map(|p| {
                         arguments.pointer(p).cloned().ok_or_else(|| {
-                            crate::intent::InvalidIntent::new(
+                            crate::invalid::InvalidIntent::new(
                                 format!("arguments{p}"),
                                 "is required: it identifies the call (the tool's key)",
                             )

@@ -24,6 +24,7 @@ pub mod fuzzing;
 pub mod hash;
 pub mod intake;
 pub mod intent;
+mod invalid;
 pub mod json;
 pub mod key;
 pub mod outcome;

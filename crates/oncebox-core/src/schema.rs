@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::intent::InvalidIntent;
+use crate::invalid::InvalidIntent;
 
 /// A compiled JSON Schema for an action's arguments.
 #[derive(Clone)]

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::defaults;
 use super::{ConfigError, GET_INTENT_TOOL, JsonPointer};
 use crate::duration::NonZeroDuration;
-use crate::intent::InvalidIntent;
+use crate::invalid::InvalidIntent;
 use crate::redact::RedactRule;
 use crate::schema::ArgumentsSchema;
 
