@@ -1,0 +1,87 @@
+//! The console's pages: overview, needs a person, search, an intent with its history and audit
+//! rows, and the operator's decisions (retry, resolve, cancel — each with a reason), which run
+//! through `oncebox_store::ops` exactly as the CLI's and the API's do.
+
+mod attention;
+mod decisions;
+mod intent;
+mod overview;
+mod search;
+
+use std::fmt::Write as _;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use oncebox_store::Intent;
+use oncebox_store::console::Session;
+
+use super::html::{self, Frame, Nav, ago, badge, esc, excerpt, intent_href};
+use crate::AppState;
+
+pub(crate) use attention::attention;
+pub(crate) use decisions::{cancel, resolve, retry};
+pub(crate) use intent::intent;
+pub(crate) use overview::overview;
+pub(crate) use search::search;
+
+/// Intents per page of "Needs a person".
+const PAGE: i64 = 50;
+
+fn frame(s: &Session) -> Frame<'_> {
+    Frame {
+        tenant: &s.caller.tenant_id,
+        token_id: s.caller.id,
+        csrf: &s.csrf,
+    }
+}
+
+fn respond(s: &Session, title: &str, nav: Nav, body: &str) -> Response {
+    respond_with(StatusCode::OK, s, title, nav, body)
+}
+
+/// A page of the logged-in console with `status`.
+fn respond_with(status: StatusCode, s: &Session, title: &str, nav: Nav, body: &str) -> Response {
+    super::html(status, html::page(title, nav, Some(&frame(s)), body))
+}
+
+/// The destination an action delivers to, by the configuration.
+fn destination_of<'a>(state: &'a AppState, action: &str) -> &'a str {
+    state
+        .console
+        .destinations
+        .iter()
+        .find(|(_, actions)| actions.iter().any(|a| a == action))
+        .map_or("—", |(d, _)| d.as_str())
+}
+
+/// A table of intents, each linking to its page.
+fn intent_table(state: &AppState, rows: &[Intent], body: &mut String) {
+    body.push_str(
+        "<table class=\"intents\"><thead><tr><th scope=\"col\">key</th>\
+         <th scope=\"col\">status</th><th scope=\"col\">action</th>\
+         <th scope=\"col\">destination</th><th scope=\"col\">attempts</th>\
+         <th scope=\"col\">last error</th><th scope=\"col\">changed</th></tr></thead><tbody>",
+    );
+    for i in rows {
+        let error = i
+            .last_error
+            .as_ref()
+            .map(|e| format!("{}: {}", e.code.as_str(), excerpt(&e.detail, 80)))
+            .unwrap_or_default();
+        let _ = write!(
+            body,
+            "<tr><td><a href=\"{}\"><code>{}</code></a></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td title=\"{}\">{}</td></tr>",
+            esc(&intent_href(&i.idempotency_key)),
+            esc(&i.idempotency_key),
+            badge(i.status.as_str()),
+            esc(&i.action),
+            esc(destination_of(state, &i.action)),
+            i.attempt_count,
+            esc(&error),
+            esc(&html::time(i.updated_at)),
+            esc(&ago(i.updated_at)),
+        );
+    }
+    body.push_str("</tbody></table>");
+}
