@@ -424,3 +424,26 @@ fn no_two_modules_of_a_crate_need_each_other() {
         loops.join("\n")
     );
 }
+
+/// The console's pages are `maud` markup, where a value is text unless marked raw: no file of
+/// the console marks one (`PreEscaped`), so everything a page shows is escaped by its type.
+#[test]
+fn the_console_marks_no_value_as_raw_html() {
+    let mut sources = Vec::new();
+    files(
+        &root().join("crates/oncebox-api/src/console"),
+        ".rs",
+        &mut sources,
+    );
+    assert!(sources.len() >= 5, "the console's sources: {sources:?}");
+    let raw: Vec<String> = sources
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("source")
+                .contains("PreEscaped")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(raw.is_empty(), "raw HTML in the console: {raw:?}");
+}

@@ -1,26 +1,10 @@
-//! The console's HTML: escaping (every value from the database or the request goes through
-//! [`esc`] or [`Attr`]), the page frame, and a small chart drawn as inline SVG on the server —
-//! no script anywhere, so the Content-Security-Policy allows none.
-
-use std::fmt::Write as _;
+//! The console's HTML, built with `maud`: a value is text unless marked otherwise, so what the
+//! database or a request holds is escaped by its type, never by remembering to. Here: the page
+//! frame, badges, links and a small chart drawn as inline SVG on the server — no script
+//! anywhere, so the Content-Security-Policy allows none. No page marks raw HTML.
 
 use chrono::{DateTime, Utc};
-
-/// `s` escaped for HTML text and quoted attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use maud::{DOCTYPE, Markup, html};
 
 /// What [`url_part`] encodes: everything but RFC 3986's unreserved characters.
 const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -72,12 +56,8 @@ pub(crate) fn ago(t: DateTime<Utc>) -> String {
 }
 
 /// A status as a badge (its class colours it).
-pub(crate) fn badge(status: &str) -> String {
-    format!(
-        "<span class=\"badge s-{}\">{}</span>",
-        esc(status),
-        esc(status)
-    )
+pub(crate) fn badge(status: &str) -> Markup {
+    html! { span class={ "badge s-" (status) } { (status) } }
 }
 
 /// Which navigation entry a page belongs to.
@@ -97,50 +77,56 @@ pub(crate) struct Frame<'a> {
 }
 
 /// A whole page: the frame (navigation, search, who, logout) around `body`.
-pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 2048);
-    let _ = write!(
-        out,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · oncebox console</title>\
-         <link rel=\"stylesheet\" href=\"/console/console.css\">\
-         <link rel=\"icon\" href=\"data:,\"></head><body>",
-        esc(title)
-    );
-    out.push_str("<header><a class=\"brand\" href=\"/console\">oncebox</a>");
-    if let Some(f) = frame {
-        let item = |n: Nav, href: &str, label: &str| {
-            let current = if n == nav {
-                " aria-current=\"page\""
-            } else {
-                ""
-            };
-            format!("<a href=\"{href}\"{current}>{label}</a>")
-        };
-        let _ = write!(
-            out,
-            "<nav>{}{}</nav>\
-             <form class=\"search\" method=\"get\" action=\"/console/search\">\
-             <input type=\"search\" name=\"q\" placeholder=\"Key or business reference\" \
-             aria-label=\"Search by key or business reference\" required>\
-             <button type=\"submit\">Search</button></form>\
-             <div class=\"who\">tenant <b>{}</b> · ops token {}\
-             <form method=\"post\" action=\"/console/logout\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-             <button type=\"submit\" class=\"link\">Log out</button></form></div>",
-            item(Nav::Overview, "/console", "Overview"),
-            item(Nav::Attention, "/console/attention", "Needs a person"),
-            esc(f.tenant),
-            f.token_id,
-            esc(f.csrf),
-        );
-    }
-    out.push_str("</header><main>");
-    let _ = write!(out, "<h1>{}</h1>", esc(title));
-    out.push_str(body);
-    out.push_str("</main></body></html>\n");
-    out
+pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: Markup) -> String {
+    let item = |n: Nav, href: &str, label: &str| {
+        html! {
+            @if n == nav {
+                a href=(href) aria-current="page" { (label) }
+            } @else {
+                a href=(href) { (label) }
+            }
+        }
+    };
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · oncebox console" }
+                link rel="stylesheet" href="/console/console.css";
+                link rel="icon" href="data:,";
+            }
+            body {
+                header {
+                    a.brand href="/console" { "oncebox" }
+                    @if let Some(f) = frame {
+                        nav {
+                            (item(Nav::Overview, "/console", "Overview"))
+                            (item(Nav::Attention, "/console/attention", "Needs a person"))
+                        }
+                        form.search method="get" action="/console/search" {
+                            input type="search" name="q" placeholder="Key or business reference"
+                                aria-label="Search by key or business reference" required;
+                            button type="submit" { "Search" }
+                        }
+                        div.who {
+                            "tenant " b { (f.tenant) } " · ops token " (f.token_id)
+                            form method="post" action="/console/logout" {
+                                input type="hidden" name="csrf" value=(f.csrf);
+                                button.link type="submit" { "Log out" }
+                            }
+                        }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    };
+    page.into_string()
 }
 
 /// One bar of [`bar_chart`]: its label and its stacked parts (each with a CSS class).
@@ -150,8 +136,9 @@ pub(crate) struct Bar {
 }
 
 /// A stacked bar chart as inline SVG (no script, no inline style: classes colour it), with a
-/// title and a text equivalent for screen readers.
-pub(crate) fn bar_chart(title: &str, bars: &[Bar], legend: &[(&'static str, &str)]) -> String {
+/// title and a text equivalent for screen readers. Every SVG element is closed explicitly: in
+/// HTML, a `<line>` left open would hold its siblings.
+pub(crate) fn bar_chart(title: &str, bars: &[Bar], legend: &[(&'static str, &str)]) -> Markup {
     const W: f64 = 720.0;
     const H: f64 = 180.0;
     const LEFT: f64 = 44.0;
@@ -169,63 +156,62 @@ pub(crate) fn bar_chart(title: &str, bars: &[Bar], legend: &[(&'static str, &str
         .sum();
     let slot = (W - LEFT) / bars.len().max(1) as f64;
     let plot = H - BOTTOM - 8.0;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<figure class=\"chart\"><svg viewBox=\"0 0 {W} {H}\" role=\"img\" \
-         aria-label=\"{}: {total} in all, at most {peak} in one minute\">",
-        esc(title)
-    );
-    // Axis: 0, half and the maximum.
-    for (frac, label) in [(0.0, 0), (0.5, max / 2), (1.0, max)] {
-        let y = 8.0 + plot * (1.0 - frac);
-        let _ = write!(
-            svg,
-            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{W}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
-             <text class=\"axis\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
-            LEFT - 6.0,
-            y + 4.0
-        );
-    }
-    for (i, bar) in bars.iter().enumerate() {
-        let x = LEFT + slot * i as f64 + 1.0;
-        let mut y = 8.0 + plot;
-        for (class, n) in &bar.parts {
-            if *n == 0 {
-                continue;
+    let at = |v: f64| format!("{v:.1}");
+    html! {
+        figure.chart {
+            svg viewBox={ "0 0 " (W) " " (H) } role="img"
+                aria-label={ (title) ": " (total) " in all, at most " (peak) " in one minute" } {
+                // Axis: 0, half and the maximum.
+                @for (frac, label) in [(0.0, 0), (0.5, max / 2), (1.0, max)] {
+                    @let y = 8.0 + plot * (1.0 - frac);
+                    line.grid x1=(LEFT) x2=(W) y1=(at(y)) y2=(at(y)) {}
+                    text.axis x=(at(LEFT - 6.0)) y=(at(y + 4.0)) text-anchor="end" { (label) }
+                }
+                @for (i, bar) in bars.iter().enumerate() {
+                    @let x = LEFT + slot * i as f64 + 1.0;
+                    @for (class, n, y, h) in stacked(bar, plot, max) {
+                        rect class=(class) x=(at(x)) y=(at(y)) width=(at((slot - 2.0).max(1.0)))
+                            height=(at(h)) {
+                            title { (bar.label) ": " (n) }
+                        }
+                    }
+                    @let last = i + 1 == bars.len();
+                    @if i % 10 == 0 || last {
+                        @let (x_at, anchor) = match (i, last) {
+                            (0, _) => (x, "start"),
+                            (_, true) => (x + slot - 2.0, "end"),
+                            _ => (x + slot / 2.0, "middle"),
+                        };
+                        text.axis x=(at(x_at)) y=(at(H - 6.0)) text-anchor=(anchor) {
+                            (bar.label)
+                        }
+                    }
+                }
             }
-            let h = plot * *n as f64 / max as f64;
-            y -= h;
-            let _ = write!(
-                svg,
-                "<rect class=\"{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" \
-                 height=\"{h:.1}\"><title>{}: {n}</title></rect>",
-                (slot - 2.0).max(1.0),
-                esc(&bar.label)
-            );
-        }
-        let last = i + 1 == bars.len();
-        if i % 10 == 0 || last {
-            let (at, anchor) = match (i, last) {
-                (0, _) => (x, "start"),
-                (_, true) => (x + slot - 2.0, "end"),
-                _ => (x + slot / 2.0, "middle"),
-            };
-            let _ = write!(
-                svg,
-                "<text class=\"axis\" x=\"{at:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
-                H - 6.0,
-                esc(&bar.label)
-            );
+            figcaption {
+                (title) " "
+                @for (class, label) in legend {
+                    span class={ "key " (class) } {} (label) " "
+                }
+            }
         }
     }
-    svg.push_str("</svg><figcaption>");
-    let _ = write!(svg, "{} ", esc(title));
-    for (class, label) in legend {
-        let _ = write!(svg, "<span class=\"key {class}\"></span>{} ", esc(label));
+}
+
+/// The parts of `bar` drawn bottom up: class, count, top and height, for a plot `plot` high
+/// whose top is `max`.
+fn stacked(bar: &Bar, plot: f64, max: u64) -> Vec<(&'static str, u64, f64, f64)> {
+    let mut y = 8.0 + plot;
+    let mut out = Vec::new();
+    for (class, n) in &bar.parts {
+        if *n == 0 {
+            continue;
+        }
+        let h = plot * *n as f64 / max as f64;
+        y -= h;
+        out.push((*class, *n, y, h));
     }
-    svg.push_str("</figcaption></figure>");
-    svg
+    out
 }
 
 #[cfg(test)]
@@ -233,10 +219,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_leaves_no_markup_and_urls_keep_odd_keys_whole() {
+    fn text_is_escaped_by_its_type_and_urls_keep_odd_keys_whole() {
+        let text = "<script>alert('x')</script> & \"q\"";
         assert_eq!(
-            esc("<script>alert('x')</script> & \"q\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+            html! { p title=(text) { (text) } }.into_string(),
+            "<p title=\"&lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;q&quot;\">\
+             &lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;q&quot;</p>"
+        );
+        assert_eq!(
+            badge("<b>").into_string(),
+            "<span class=\"badge s-&lt;b&gt;\">&lt;b&gt;</span>"
         );
         assert_eq!(url_part("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
         assert_eq!(
@@ -267,10 +259,11 @@ mod tests {
                 parts: vec![("ok", 0)],
             },
         ];
-        let svg = bar_chart("Done", &bars, &[("ok", "succeeded")]);
+        let svg = bar_chart("Done", &bars, &[("ok", "succeeded")]).into_string();
         assert!(svg.contains("4 in all, at most 4 in one minute"), "{svg}");
         assert!(svg.contains("&lt;b&gt;: 3"), "{svg}");
         assert!(!svg.contains("<b>"), "{svg}");
         assert!(!svg.contains("style="), "no inline style: {svg}");
+        assert!(svg.contains("</line>"), "SVG elements are closed: {svg}");
     }
 }

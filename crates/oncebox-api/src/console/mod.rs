@@ -10,7 +10,8 @@
 //! constant time with the session's (at login: with the login form's, a server-side record the
 //! login page opened and its cookie names; a login without one is refused before its body is
 //! read, as is any other form without a session). Pages are
-//! HTML rendered on the server with every value escaped and no script at all: the
+//! HTML rendered on the server with `maud` — a value is text, escaped by its type, unless marked
+//! otherwise, and nothing is — and no script at all: the
 //! Content-Security-Policy allows scripts from nowhere. Every query is scoped to the token's
 //! tenant, as in the API. Every asset is compiled into the binary.
 
@@ -145,11 +146,11 @@ pub(crate) fn html(status: StatusCode, body: String) -> Response {
 
 /// A page saying what went wrong, with `status`.
 pub(crate) fn error_page(status: StatusCode, title: &str, detail: &str) -> Response {
-    let body = format!(
-        "<p class=\"error\" role=\"alert\">{}</p><p><a href=\"/console\">Back to the console</a></p>",
-        html::esc(detail)
-    );
-    html(status, html::page(title, html::Nav::None, None, &body))
+    let body = maud::html! {
+        p.error role="alert" { (detail) }
+        p { a href="/console" { "Back to the console" } }
+    };
+    html(status, html::page(title, html::Nav::None, None, body))
 }
 
 /// The value of cookie `name` in the request.
@@ -291,10 +292,10 @@ async fn login_page(
     headers: HeaderMap,
     query: axum::extract::Query<HashMap<String, String>>,
 ) -> Response {
-    let note = if query.contains_key("expired") {
-        "<p class=\"note\" role=\"status\">Your session ended; log in again.</p>"
-    } else {
-        ""
+    let note = maud::html! {
+        @if query.contains_key("expired") {
+            p.note role="status" { "Your session ended; log in again." }
+        }
     };
     login_form(&state, &headers, StatusCode::OK, note).await
 }
@@ -306,7 +307,7 @@ async fn login_form(
     state: &AppState,
     headers: &HeaderMap,
     status: StatusCode,
-    note: &str,
+    note: maud::Markup,
 ) -> Response {
     if state.limiter.check_anonymous(Instant::now()).is_err() {
         return error_page(
@@ -319,17 +320,21 @@ async fn login_form(
         Ok(created) => created,
         Err(e) => return internal(e),
     };
-    let body = format!(
-        "{note}<form class=\"login\" method=\"post\" action=\"/console/login\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-         <label for=\"token\">Ops token</label>\
-         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required \
-         placeholder=\"obx_…\">\
-         <button type=\"submit\">Log in</button>\
-         <p class=\"hint\">An ops token from <code>oncebox ops token create --role ops</code>. \
-         Agent tokens cannot use the console.</p></form>"
-    );
-    let mut response = html(status, html::page("Log in", html::Nav::None, None, &body));
+    let body = maud::html! {
+        (note)
+        form.login method="post" action="/console/login" {
+            input type="hidden" name="csrf" value=(csrf);
+            label for="token" { "Ops token" }
+            input id="token" name="token" type="password" autocomplete="off" required
+                placeholder="obx_…";
+            button type="submit" { "Log in" }
+            p.hint {
+                "An ops token from " code { "oncebox ops token create --role ops" } ". "
+                "Agent tokens cannot use the console."
+            }
+        }
+    };
+    let mut response = html(status, html::page("Log in", html::Nav::None, None, body));
     let lifetime = oncebox_store::console::LOGIN_FORM_LIFETIME.as_secs();
     response.headers_mut().append(
         header::SET_COOKIE,
@@ -348,8 +353,7 @@ async fn login_form(
 /// login without one is answered with a new form before its body is read. Then the form's CSRF
 /// token must be that form's, the token an ops token within its request rate.
 async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    const EXPIRED: &str = "<p class=\"error\" role=\"alert\">The login form expired or was \
-                           already used; log in again.</p>";
+    let alert = |why: &str| maud::html! { p.error role="alert" { (why) } };
     let login_id = cookie(&headers, LOGIN_COOKIE).filter(|id| !id.is_empty());
     let csrf = match login_id {
         None => None,
@@ -359,7 +363,8 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
         },
     };
     let Some(csrf) = csrf else {
-        return login_form(&state, &headers, StatusCode::FORBIDDEN, EXPIRED).await;
+        let expired = alert("The login form expired or was already used; log in again.");
+        return login_form(&state, &headers, StatusCode::FORBIDDEN, expired).await;
     };
     let form = match read_form(body).await {
         Ok(f) => f,
@@ -370,10 +375,7 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
         _ => return csrf_refused(),
     }
     let token = form.get("token").map(|t| t.trim()).unwrap_or_default();
-    let refuse = async |status, why: &str| {
-        let note = format!("<p class=\"error\" role=\"alert\">{}</p>", html::esc(why));
-        login_form(&state, &headers, status, &note).await
-    };
+    let refuse = async |status, why: &str| login_form(&state, &headers, status, alert(why)).await;
     if token.is_empty() {
         return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.").await;
     }

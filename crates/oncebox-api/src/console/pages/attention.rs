@@ -1,7 +1,6 @@
 //! "Needs a person": the tenant's intents that wait for an operator, filtered and paged.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,13 +8,14 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
+use maud::{Markup, html};
 use oncebox_core::Status;
 use oncebox_store::Intent;
 use oncebox_store::console::{AttentionFilter, NEEDS_A_PERSON};
 
 use super::{PAGE, intent_table, respond};
 use crate::AppState;
-use crate::console::html::{Nav, esc, url_part};
+use crate::console::html::{Nav, url_part};
 use crate::console::{internal, session};
 
 /// Parses a page cursor `2026-12-01T10:00:00.123456Z,42`; a time outside the years 1970–9999
@@ -47,6 +47,7 @@ fn older_than(s: &str) -> Option<Duration> {
     Some(Duration::from_secs(secs)).filter(|d| *d <= MAX_AGE)
 }
 
+/// `/console/attention`: the intents that wait for a person, filtered by the query.
 pub(crate) async fn attention(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -64,20 +65,21 @@ pub(crate) async fn attention(
     let more = rows.len() > PAGE as usize;
     rows.truncate(PAGE as usize);
 
-    let mut body = String::new();
-    for p in &problems {
-        let _ = write!(body, "<p class=\"error\" role=\"alert\">{}</p>", esc(p));
-    }
-    filter_form(&state, &q, filter.newest_first, &mut body);
-    if rows.is_empty() {
-        body.push_str("<p class=\"empty\">Nothing needs a person here.</p>");
-    } else {
-        intent_table(&state, &rows, &mut body);
-    }
-    if more && let Some(last) = rows.last() {
-        pager(&q, last, &mut body);
-    }
-    respond(&s, "Needs a person", Nav::Attention, &body)
+    let body = html! {
+        @for p in &problems {
+            p.error role="alert" { (p) }
+        }
+        (filter_form(&state, &q, filter.newest_first))
+        @if rows.is_empty() {
+            p.empty { "Nothing needs a person here." }
+        } @else {
+            (intent_table(&state, &rows))
+        }
+        @if more && let Some(last) = rows.last() {
+            (pager(&q, last))
+        }
+    };
+    respond(&s, "Needs a person", Nav::Attention, body)
 }
 
 /// The filter of "Needs a person" from its query, and what was wrong with it (each naming the
@@ -159,28 +161,20 @@ fn attention_filter(
 }
 
 /// The filter form (GET: it changes nothing), showing the current choices.
-fn filter_form(
-    state: &AppState,
-    q: &HashMap<String, String>,
-    newest_first: bool,
-    body: &mut String,
-) {
+fn filter_form(state: &AppState, q: &HashMap<String, String>, newest_first: bool) -> Markup {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let (destination, action) = (get("destination"), get("action"));
-    body.push_str("<form class=\"filters\" method=\"get\" action=\"/console/attention\">");
     let select = |name: &str, label: &str, options: &[String], current: Option<&str>| {
-        let mut out =
-            format!("<label>{label} <select name=\"{name}\"><option value=\"\">all</option>");
-        for o in options {
-            let sel = if Some(o.as_str()) == current {
-                " selected"
-            } else {
-                ""
-            };
-            let _ = write!(out, "<option{sel}>{}</option>", esc(o));
+        html! {
+            label {
+                (label) " "
+                select name=(name) {
+                    option value="" { "all" }
+                    @for o in options {
+                        option selected[Some(o.as_str()) == current] { (o) }
+                    }
+                }
+            }
         }
-        out.push_str("</select></label>");
-        out
     };
     let status_options: Vec<String> = NEEDS_A_PERSON
         .iter()
@@ -196,28 +190,30 @@ fn filter_form(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    body.push_str(&select("status", "Status", &status_options, get("status")));
-    body.push_str(&select(
-        "destination",
-        "Destination",
-        &dest_options,
-        destination,
-    ));
-    body.push_str(&select("action", "Action", &action_options, action));
-    let _ = write!(
-        body,
-        "<label>Unchanged for <input name=\"older_than\" size=\"5\" placeholder=\"30m\" value=\"{}\"></label>\
-         <label>Order <select name=\"order\"><option value=\"newest\"{}>newest first</option>\
-         <option value=\"oldest\"{}>oldest first</option></select></label>\
-         <button type=\"submit\">Filter</button></form>",
-        esc(get("older_than").unwrap_or_default()),
-        if newest_first { " selected" } else { "" },
-        if newest_first { "" } else { " selected" },
-    );
+    html! {
+        form.filters method="get" action="/console/attention" {
+            (select("status", "Status", &status_options, get("status")))
+            (select("destination", "Destination", &dest_options, get("destination")))
+            (select("action", "Action", &action_options, get("action")))
+            label {
+                "Unchanged for "
+                input name="older_than" size="5" placeholder="30m"
+                    value=(get("older_than").unwrap_or_default());
+            }
+            label {
+                "Order "
+                select name="order" {
+                    option value="newest" selected[newest_first] { "newest first" }
+                    option value="oldest" selected[!newest_first] { "oldest first" }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+    }
 }
 
 /// The link to the next page: the same query, after `last`.
-fn pager(q: &HashMap<String, String>, last: &Intent, body: &mut String) {
+fn pager(q: &HashMap<String, String>, last: &Intent) -> Markup {
     let mut query: Vec<String> = q
         .iter()
         .filter(|(k, v)| k.as_str() != "after" && !v.is_empty())
@@ -228,11 +224,11 @@ fn pager(q: &HashMap<String, String>, last: &Intent, body: &mut String) {
         .updated_at
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     query.push(format!("after={}", url_part(&format!("{at},{}", last.id))));
-    let _ = write!(
-        body,
-        "<p class=\"pager\"><a href=\"/console/attention?{}\">Next {PAGE} →</a></p>",
-        esc(&query.join("&"))
-    );
+    html! {
+        p.pager {
+            a href={ "/console/attention?" (query.join("&")) } { "Next " (PAGE) " →" }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,22 +2,23 @@
 //! operator may take on it.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
+use maud::{Markup, html};
 use oncebox_core::Status;
 use oncebox_store::Intent;
 use oncebox_store::console::Session;
 
 use super::{destination_of, frame};
 use crate::AppState;
-use crate::console::html::{self, Nav, badge, esc, excerpt, intent_href};
+use crate::console::html::{self, Nav, badge, excerpt, intent_href};
 use crate::console::{internal, session};
 
+/// `/console/intents/{key}`: one intent, with a note after a decision (`?done=`).
 pub(crate) async fn intent(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -56,14 +57,14 @@ pub(super) async fn intent_page(
         },
     };
     let Some(i) = found else {
-        let body = format!(
-            "<p class=\"error\" role=\"alert\">Tenant {} has no intent with the key <code>{}</code>.</p>",
-            esc(tenant),
-            esc(key)
-        );
+        let body = html! {
+            p.error role="alert" {
+                "Tenant " (tenant) " has no intent with the key " code { (key) } "."
+            }
+        };
         return crate::console::html(
             StatusCode::NOT_FOUND,
-            html::page("No such intent", Nav::None, Some(&frame(s)), &body),
+            html::page("No such intent", Nav::None, Some(&frame(s)), body),
         );
     };
     let (history, audit) = match tokio::try_join!(
@@ -73,215 +74,225 @@ pub(super) async fn intent_page(
         Ok(both) => both,
         Err(e) => return internal(e),
     };
-    let mut body = String::new();
-    if let Some(n) = note {
-        let _ = write!(body, "<p class=\"note\" role=\"status\">{}</p>", esc(n));
-    }
-    if let Some(e) = error {
-        let _ = write!(body, "<p class=\"error\" role=\"alert\">{}</p>", esc(e));
-    }
-    facts(state, &i, &mut body);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    let _ = write!(
-        body,
-        "<section class=\"cols\"><div><h2>Arguments (redacted)</h2><pre>{}</pre></div>",
-        esc(&excerpt(&pretty(&i.payload), 4000))
-    );
-    let _ = write!(
-        body,
-        "<div><h2>Receiver's response</h2><pre>{}</pre></div></section>",
-        esc(&i
-            .response
-            .as_ref()
-            .map_or("—".to_owned(), |r| excerpt(&pretty(r), 4000)))
-    );
-
-    // The decisions this status allows.
-    decisions(&i, s, &mut body);
-
-    history_table(&history, &mut body);
-    audit_table(&audit, &mut body);
+    let response = i
+        .response
+        .as_ref()
+        .map_or("—".to_owned(), |r| excerpt(&pretty(r), 4000));
+    let body = html! {
+        @if let Some(n) = note {
+            p.note role="status" { (n) }
+        }
+        @if let Some(e) = error {
+            p.error role="alert" { (e) }
+        }
+        (facts(state, &i))
+        section.cols {
+            div { h2 { "Arguments (redacted)" } pre { (excerpt(&pretty(&i.payload), 4000)) } }
+            div { h2 { "Receiver's response" } pre { (response) } }
+        }
+        // The decisions this status allows.
+        (decisions(&i, s))
+        (history_table(&history))
+        (audit_table(&audit))
+    };
     crate::console::html(
         status,
         html::page(
             &format!("Intent {}", excerpt(&i.idempotency_key, 60)),
             Nav::None,
             Some(&frame(s)),
-            &body,
+            body,
         ),
     )
 }
 
 /// An intent's facts.
-fn facts(state: &AppState, i: &Intent, body: &mut String) {
-    let opt = |v: &Option<String>| v.as_deref().map_or("—".to_owned(), esc);
-    let when = |t: Option<DateTime<Utc>>| t.map_or("—".to_owned(), |t| esc(&html::time(t)));
+fn facts(state: &AppState, i: &Intent) -> Markup {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_owned());
+    let when = |t: Option<DateTime<Utc>>| t.map_or("—".to_owned(), html::time);
     let last_error = i.last_error.as_ref().map_or("—".to_owned(), |e| {
-        esc(&format!(
+        format!(
             "{}{}: {}",
             e.code.as_str(),
             e.status_code
                 .map_or(String::new(), |c| format!(" (HTTP {c})")),
             e.detail
-        ))
+        )
     });
-    let _ = write!(
-        body,
-        "<section><dl class=\"facts\">\
-         <dt>key</dt><dd><code>{}</code></dd>\
-         <dt>status</dt><dd>{}</dd>\
-         <dt>action</dt><dd>{} → {}</dd>\
-         <dt>request hash</dt><dd><code>{}</code></dd>\
-         <dt>attempts</dt><dd>{}</dd>\
-         <dt>external reference</dt><dd>{}</dd>\
-         <dt>last error</dt><dd>{}</dd>\
-         <dt>business reference</dt><dd>{}</dd>\
-         <dt>ordering key</dt><dd>{}</dd>\
-         <dt>run / step</dt><dd>{} / {}</dd>\
-         <dt>created</dt><dd>{}</dd><dt>changed</dt><dd>{}</dd>\
-         <dt>completed</dt><dd>{}</dd><dt>deadline</dt><dd>{}</dd>\
-         </dl></section>",
-        esc(&i.idempotency_key),
-        badge(i.status.as_str()),
-        esc(&i.action),
-        esc(destination_of(state, &i.action)),
-        esc(&i.request_hash),
-        i.attempt_count,
-        opt(&i.external_reference),
-        last_error,
-        opt(&i.business_ref),
-        opt(&i.ordering_key),
-        opt(&i.run_id),
-        opt(&i.step),
-        when(Some(i.created_at)),
-        when(Some(i.updated_at)),
-        when(i.completed_at),
-        when(i.deadline),
-    );
+    html! {
+        section {
+            dl.facts {
+                dt { "key" } dd { code { (i.idempotency_key) } }
+                dt { "status" } dd { (badge(i.status.as_str())) }
+                dt { "action" } dd { (i.action) " → " (destination_of(state, &i.action)) }
+                dt { "request hash" } dd { code { (i.request_hash) } }
+                dt { "attempts" } dd { (i.attempt_count) }
+                dt { "external reference" } dd { (opt(&i.external_reference)) }
+                dt { "last error" } dd { (last_error) }
+                dt { "business reference" } dd { (opt(&i.business_ref)) }
+                dt { "ordering key" } dd { (opt(&i.ordering_key)) }
+                dt { "run / step" } dd { (opt(&i.run_id)) " / " (opt(&i.step)) }
+                dt { "created" } dd { (when(Some(i.created_at))) }
+                dt { "changed" } dd { (when(Some(i.updated_at))) }
+                dt { "completed" } dd { (when(i.completed_at)) }
+                dt { "deadline" } dd { (when(i.deadline)) }
+            }
+        }
+    }
 }
 
 /// The retry report: every attempt, lookup and operator decision.
-fn history_table(history: &[oncebox_store::ops::AttemptRow], body: &mut String) {
-    body.push_str(
-        "<section><h2>History</h2><table class=\"history\"><thead><tr>\
-         <th scope=\"col\">#</th><th scope=\"col\">phase</th><th scope=\"col\">by</th>\
-         <th scope=\"col\">started</th><th scope=\"col\">latency</th>\
-         <th scope=\"col\">outcome</th><th scope=\"col\">HTTP</th><th scope=\"col\">error</th>\
-         <th scope=\"col\">detail</th></tr></thead><tbody>",
-    );
-    if history.is_empty() {
-        body.push_str("<tr><td colspan=\"9\">No attempt yet.</td></tr>");
+fn history_table(history: &[oncebox_store::ops::AttemptRow]) -> Markup {
+    let dash = || "—".to_owned();
+    html! {
+        section {
+            h2 { "History" }
+            table.history {
+                thead {
+                    tr {
+                        th scope="col" { "#" }
+                        th scope="col" { "phase" }
+                        th scope="col" { "by" }
+                        th scope="col" { "started" }
+                        th scope="col" { "latency" }
+                        th scope="col" { "outcome" }
+                        th scope="col" { "HTTP" }
+                        th scope="col" { "error" }
+                        th scope="col" { "detail" }
+                    }
+                }
+                tbody {
+                    @if history.is_empty() {
+                        tr { td colspan="9" { "No attempt yet." } }
+                    }
+                    @for h in history {
+                        tr class={ "p-" (h.phase_name()) } {
+                            td { (h.attempt) }
+                            td { (h.phase_name()) }
+                            td { code { (h.worker) } }
+                            td { (html::time(h.started_at)) }
+                            td {
+                                (h.finished_at.map_or_else(dash, |f| {
+                                    format!("{} ms", (f - h.started_at).num_milliseconds())
+                                }))
+                            }
+                            td { (h.outcome.map_or_else(dash, |o| o.as_str().to_owned())) }
+                            td { (h.status_code.map_or_else(dash, |c| c.to_string())) }
+                            td { (h.error_code.map_or_else(dash, |c| c.as_str().to_owned())) }
+                            td { (excerpt(h.detail.as_deref().unwrap_or("—"), 300)) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    for h in history {
-        let latency = h.finished_at.map_or("—".to_owned(), |f| {
-            format!("{} ms", (f - h.started_at).num_milliseconds())
-        });
-        let _ = write!(
-            body,
-            "<tr class=\"p-{}\"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(h.phase_name()),
-            h.attempt,
-            esc(h.phase_name()),
-            esc(&h.worker),
-            esc(&html::time(h.started_at)),
-            esc(&latency),
-            h.outcome.map_or("—".to_owned(), |o| esc(o.as_str())),
-            h.status_code.map_or("—".to_owned(), |c| c.to_string()),
-            h.error_code.map_or("—".to_owned(), |c| esc(c.as_str())),
-            esc(&excerpt(h.detail.as_deref().unwrap_or("—"), 300)),
-        );
-    }
-    body.push_str("</tbody></table></section>");
 }
 
 /// The audit rows of an intent.
-fn audit_table(audit: &[oncebox_store::ops::AuditRow], body: &mut String) {
-    body.push_str(
-        "<section><h2>Audit</h2><table class=\"audit\"><thead><tr>\
-         <th scope=\"col\">when</th><th scope=\"col\">who</th><th scope=\"col\">role</th>\
-         <th scope=\"col\">via</th><th scope=\"col\">decision</th><th scope=\"col\">status</th>\
-         <th scope=\"col\">reason</th></tr></thead><tbody>",
-    );
-    if audit.is_empty() {
-        body.push_str(
-            "<tr><td colspan=\"7\">No operator has decided anything about this intent.</td></tr>",
-        );
+fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
+    html! {
+        section {
+            h2 { "Audit" }
+            table.audit {
+                thead {
+                    tr {
+                        th scope="col" { "when" }
+                        th scope="col" { "who" }
+                        th scope="col" { "role" }
+                        th scope="col" { "via" }
+                        th scope="col" { "decision" }
+                        th scope="col" { "status" }
+                        th scope="col" { "reason" }
+                    }
+                }
+                tbody {
+                    @if audit.is_empty() {
+                        tr { td colspan="7" { "No operator has decided anything about this intent." } }
+                    }
+                    @for a in audit {
+                        tr {
+                            td { (html::time(a.at)) }
+                            td { (a.actor) }
+                            td { (a.role) }
+                            td { (a.via) }
+                            td { (a.action) }
+                            td {
+                                (badge(a.status_before.as_str())) " → "
+                                (badge(a.status_after.as_str()))
+                            }
+                            td { (a.reason.as_deref().unwrap_or("—")) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    for a in audit {
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td></tr>",
-            esc(&html::time(a.at)),
-            esc(&a.actor),
-            esc(&a.role),
-            esc(&a.via),
-            esc(&a.action),
-            badge(a.status_before.as_str()),
-            badge(a.status_after.as_str()),
-            esc(a.reason.as_deref().unwrap_or("—")),
-        );
-    }
-    body.push_str("</tbody></table></section>");
 }
 
 /// The forms of the decisions `i`'s status allows an operator, each asking for a reason.
-fn decisions(i: &Intent, s: &Session, body: &mut String) {
+fn decisions(i: &Intent, s: &Session) -> Markup {
     let allowed = |to: Status| i.status.operator_transition(to).is_ok();
     let (retry, resolve, cancel) = (
         allowed(Status::Pending),
         allowed(Status::Succeeded) || allowed(Status::Failed),
         allowed(Status::Cancelled),
     );
-    if !(retry || resolve || cancel) {
-        return;
-    }
-    let action = |what: &str| format!("{}/{what}", esc(&intent_href(&i.idempotency_key)));
-    let csrf = format!(
-        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        esc(&s.csrf)
-    );
+    let action = |what: &str| format!("{}/{what}", intent_href(&i.idempotency_key));
+    let csrf = html! { input type="hidden" name="csrf" value=(s.csrf); };
     let reason = |id: &str| {
-        format!(
-            "<label for=\"{id}\">Reason</label><textarea id=\"{id}\" name=\"reason\" rows=\"2\" \
-             required placeholder=\"What you checked at the receiver, and why\"></textarea>"
-        )
+        html! {
+            label for=(id) { "Reason" }
+            textarea id=(id) name="reason" rows="2" required
+                placeholder="What you checked at the receiver, and why" {}
+        }
     };
-    body.push_str("<section class=\"decide\"><h2>Decide</h2><div class=\"cols\">");
-    if resolve {
-        let _ = write!(
-            body,
-            "<form method=\"post\" action=\"{}\" class=\"card\"><h3>Resolve</h3>{csrf}\
-             <fieldset><legend>The effect at the receiver</legend>\
-             <label><input type=\"radio\" name=\"outcome\" value=\"succeeded\" required> happened (succeeded)</label>\
-             <label><input type=\"radio\" name=\"outcome\" value=\"failed\"> did not and will not happen (failed)</label>\
-             </fieldset>\
-             <label for=\"reference\">Receiver's reference (if it happened)</label>\
-             <input id=\"reference\" name=\"reference\" autocomplete=\"off\">{}\
-             <button type=\"submit\">Resolve</button></form>",
-            action("resolve"),
-            reason("resolve-reason"),
-        );
+    html! {
+        @if retry || resolve || cancel {
+            section.decide {
+                h2 { "Decide" }
+                div.cols {
+                    @if resolve {
+                        form.card method="post" action=(action("resolve")) {
+                            h3 { "Resolve" }
+                            (csrf)
+                            fieldset {
+                                legend { "The effect at the receiver" }
+                                label {
+                                    input type="radio" name="outcome" value="succeeded" required;
+                                    " happened (succeeded)"
+                                }
+                                label {
+                                    input type="radio" name="outcome" value="failed";
+                                    " did not and will not happen (failed)"
+                                }
+                            }
+                            label for="reference" { "Receiver's reference (if it happened)" }
+                            input id="reference" name="reference" autocomplete="off";
+                            (reason("resolve-reason"))
+                            button type="submit" { "Resolve" }
+                        }
+                    }
+                    @if retry {
+                        form.card method="post" action=(action("retry")) {
+                            h3 { "Retry" }
+                            (csrf)
+                            p.hint { "Sends the same request again under the same key." }
+                            (reason("retry-reason"))
+                            button type="submit" { "Retry" }
+                        }
+                    }
+                    @if cancel {
+                        form.card method="post" action=(action("cancel")) {
+                            h3 { "Cancel" }
+                            (csrf)
+                            p.hint { "Only before any attempt was dispatched." }
+                            (reason("cancel-reason"))
+                            button type="submit" { "Cancel" }
+                        }
+                    }
+                }
+            }
+        }
     }
-    if retry {
-        let _ = write!(
-            body,
-            "<form method=\"post\" action=\"{}\" class=\"card\"><h3>Retry</h3>{csrf}\
-             <p class=\"hint\">Sends the same request again under the same key.</p>{}\
-             <button type=\"submit\">Retry</button></form>",
-            action("retry"),
-            reason("retry-reason"),
-        );
-    }
-    if cancel {
-        let _ = write!(
-            body,
-            "<form method=\"post\" action=\"{}\" class=\"card\"><h3>Cancel</h3>{csrf}\
-             <p class=\"hint\">Only before any attempt was dispatched.</p>{}\
-             <button type=\"submit\">Cancel</button></form>",
-            action("cancel"),
-            reason("cancel-reason"),
-        );
-    }
-    body.push_str("</div></section>");
 }

@@ -8,14 +8,13 @@ mod intent;
 mod overview;
 mod search;
 
-use std::fmt::Write as _;
-
 use axum::http::StatusCode;
 use axum::response::Response;
+use maud::{Markup, html};
 use oncebox_store::Intent;
 use oncebox_store::console::Session;
 
-use super::html::{self, Frame, Nav, ago, badge, esc, excerpt, intent_href};
+use super::html::{self, Frame, Nav, ago, badge, excerpt, intent_href};
 use crate::AppState;
 
 pub(crate) use attention::attention;
@@ -35,12 +34,12 @@ fn frame(s: &Session) -> Frame<'_> {
     }
 }
 
-fn respond(s: &Session, title: &str, nav: Nav, body: &str) -> Response {
+fn respond(s: &Session, title: &str, nav: Nav, body: Markup) -> Response {
     respond_with(StatusCode::OK, s, title, nav, body)
 }
 
 /// A page of the logged-in console with `status`.
-fn respond_with(status: StatusCode, s: &Session, title: &str, nav: Nav, body: &str) -> Response {
+fn respond_with(status: StatusCode, s: &Session, title: &str, nav: Nav, body: Markup) -> Response {
     super::html(status, html::page(title, nav, Some(&frame(s)), body))
 }
 
@@ -55,33 +54,37 @@ fn destination_of<'a>(state: &'a AppState, action: &str) -> &'a str {
 }
 
 /// A table of intents, each linking to its page.
-fn intent_table(state: &AppState, rows: &[Intent], body: &mut String) {
-    body.push_str(
-        "<table class=\"intents\"><thead><tr><th scope=\"col\">key</th>\
-         <th scope=\"col\">status</th><th scope=\"col\">action</th>\
-         <th scope=\"col\">destination</th><th scope=\"col\">attempts</th>\
-         <th scope=\"col\">last error</th><th scope=\"col\">changed</th></tr></thead><tbody>",
-    );
-    for i in rows {
-        let error = i
-            .last_error
-            .as_ref()
-            .map(|e| format!("{}: {}", e.code.as_str(), excerpt(&e.detail, 80)))
-            .unwrap_or_default();
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"{}\"><code>{}</code></a></td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td title=\"{}\">{}</td></tr>",
-            esc(&intent_href(&i.idempotency_key)),
-            esc(&i.idempotency_key),
-            badge(i.status.as_str()),
-            esc(&i.action),
-            esc(destination_of(state, &i.action)),
-            i.attempt_count,
-            esc(&error),
-            esc(&html::time(i.updated_at)),
-            esc(&ago(i.updated_at)),
-        );
+fn intent_table(state: &AppState, rows: &[Intent]) -> Markup {
+    html! {
+        table.intents {
+            thead {
+                tr {
+                    th scope="col" { "key" }
+                    th scope="col" { "status" }
+                    th scope="col" { "action" }
+                    th scope="col" { "destination" }
+                    th scope="col" { "attempts" }
+                    th scope="col" { "last error" }
+                    th scope="col" { "changed" }
+                }
+            }
+            tbody {
+                @for i in rows {
+                    tr {
+                        td { a href=(intent_href(&i.idempotency_key)) { code { (i.idempotency_key) } } }
+                        td { (badge(i.status.as_str())) }
+                        td { (i.action) }
+                        td { (destination_of(state, &i.action)) }
+                        td { (i.attempt_count) }
+                        td {
+                            @if let Some(e) = &i.last_error {
+                                (e.code.as_str()) ": " (excerpt(&e.detail, 80))
+                            }
+                        }
+                        td title=(html::time(i.updated_at)) { (ago(i.updated_at)) }
+                    }
+                }
+            }
+        }
     }
-    body.push_str("</tbody></table>");
 }
