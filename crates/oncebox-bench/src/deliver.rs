@@ -52,7 +52,8 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
-    let (drained, worker) = drain_measured(&pool, &routes, a.concurrency(), intents, true).await?;
+    let (drained, worker) =
+        drain_measured(&pool, &routes, a.concurrency(), (intents, a.tenants), true).await?;
     let rate = intents as f64 / drained.seconds;
     anyhow::ensure!(
         receiver.effects().len() == intents,
@@ -61,8 +62,8 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     );
     if !json_out {
         eprintln!(
-            "backlog: {} intents delivered in {:.2} s",
-            a.intents, drained.seconds
+            "backlog: {} intents of {} tenant(s) delivered in {:.2} s",
+            a.intents, a.tenants, drained.seconds
         );
     }
     // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
@@ -115,7 +116,7 @@ impl HttpReport {
         let (d, rate) = (&self.drained, self.rate(a));
         let raw = self.raw.map(|r| r.0);
         json!({
-            "benchmark": "deliver", "intents": a.intents, "concurrency": a.concurrency(),
+            "benchmark": "deliver", "intents": a.intents, "tenants": a.tenants, "concurrency": a.concurrency(),
             "deliveries_per_second": rate, "drain_seconds": d.seconds,
             "wal_bytes_per_delivery": Self::per_delivery(a, d.wal.bytes), "wal": d.wal,
             "rows_per_delivery": self.rows_per_delivery(a),
@@ -371,7 +372,8 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
     let routes = Routes::from_config(&config, Some(&a.amqp_url))?;
     let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;
-    let (drain, worker) = drain_measured(&pool, &routes, a.concurrency(), intents, false).await?;
+    let (drain, worker) =
+        drain_measured(&pool, &routes, a.concurrency(), (intents, a.tenants), false).await?;
     let ours = intents as f64 / drain.seconds;
     worker.stop().await?;
 
@@ -395,7 +397,7 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
     if json_out {
         println!(
             "{}",
-            json!({"benchmark": "deliver-amqp", "intents": a.intents, "concurrency": a.concurrency(),
+            json!({"benchmark": "deliver-amqp", "intents": a.intents, "tenants": a.tenants, "concurrency": a.concurrency(),
                    "confirm_window": CONFIRM_WINDOW,
                    "deliveries_per_second": ours, "cpu": drain.cpu, "raw_publish_confirm_per_second": raw,
                    "raw_cpu": raw_cpu, "ratio_to_raw": ours / raw})

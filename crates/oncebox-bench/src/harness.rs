@@ -88,7 +88,7 @@ pub(crate) async fn drain_backlog(
     concurrency: u32,
     n: usize,
 ) -> anyhow::Result<(f64, Running)> {
-    let (drain, worker) = drain_measured(pool, routes, concurrency, n, false).await?;
+    let (drain, worker) = drain_measured(pool, routes, concurrency, (n, 1), false).await?;
     Ok((drain.seconds, worker))
 }
 
@@ -185,7 +185,7 @@ pub(crate) struct Drain {
     pub(crate) cpu: Option<CpuUse>,
 }
 
-/// [`drain_backlog`], also returning the WAL the drain wrote — the server's WAL position before
+/// [`drain_backlog`] of `n` intents over `tenants` tenants, also returning the WAL the drain wrote — the server's WAL position before
 /// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
 /// run meanwhile) — the CPU it used, and, with `count_rows`, the rows it wrote per table
 /// (waiting for the statistics of the backlog's fill before starting the worker, and for the
@@ -194,12 +194,13 @@ pub(crate) async fn drain_measured(
     pool: &PgPool,
     routes: &Routes,
     concurrency: u32,
-    n: usize,
+    (n, tenants): (usize, u32),
     count_rows: bool,
 ) -> anyhow::Result<(Drain, Running)> {
     let before_fill = table_writes(pool).await?;
     sqlx::query(queries::BACKLOG)
         .bind(i64::try_from(n).unwrap_or(i64::MAX))
+        .bind(i64::from(tenants))
         .execute(pool)
         .await?;
     run_script(pool, queries::SETTLE).await?;

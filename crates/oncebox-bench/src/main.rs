@@ -217,6 +217,10 @@ pub(crate) struct DeliverArgs {
     /// Intents in the backlog.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
     intents: u32,
+    /// Tenants the backlog is spread over, each with ready work: the fair claim shares every
+    /// claim between them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    tenants: u32,
     /// Worker tasks in flight at once (one in-process worker) [default: 256; with --amqp 512,
     /// twice the confirm window, so that claimed rows wait ready for the confirm slots that
     /// free up, as the raw loop's next message does]
