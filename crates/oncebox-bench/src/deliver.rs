@@ -63,7 +63,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     if !json_out {
         eprintln!(
             "backlog: {} intents of {} tenant(s) delivered in {:.2} s",
-            a.intents, a.tenants, drained.seconds
+            a.intents, drained.tenants, drained.seconds
         );
     }
     // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
@@ -116,7 +116,7 @@ impl HttpReport {
         let (d, rate) = (&self.drained, self.rate(a));
         let raw = self.raw.map(|r| r.0);
         json!({
-            "benchmark": "deliver", "intents": a.intents, "tenants": a.tenants, "concurrency": a.concurrency(),
+            "benchmark": "deliver", "intents": a.intents, "tenants": self.drained.tenants, "concurrency": a.concurrency(),
             "deliveries_per_second": rate, "drain_seconds": d.seconds,
             "wal_bytes_per_delivery": Self::per_delivery(a, d.wal.bytes), "wal": d.wal,
             "rows_per_delivery": self.rows_per_delivery(a),
@@ -397,7 +397,7 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
     if json_out {
         println!(
             "{}",
-            json!({"benchmark": "deliver-amqp", "intents": a.intents, "tenants": a.tenants, "concurrency": a.concurrency(),
+            json!({"benchmark": "deliver-amqp", "intents": a.intents, "tenants": drain.tenants, "concurrency": a.concurrency(),
                    "confirm_window": CONFIRM_WINDOW,
                    "deliveries_per_second": ours, "cpu": drain.cpu, "raw_publish_confirm_per_second": raw,
                    "raw_cpu": raw_cpu, "ratio_to_raw": ours / raw})

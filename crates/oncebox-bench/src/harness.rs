@@ -177,6 +177,8 @@ pub(crate) struct Wal {
 pub(crate) struct Drain {
     /// From the worker's start until the outbox was empty.
     pub(crate) seconds: f64,
+    /// Tenants with ready work when the worker started, counted in the outbox.
+    pub(crate) tenants: i64,
     /// The WAL written meanwhile.
     pub(crate) wal: Wal,
     /// Rows written per table (empty unless asked for).
@@ -204,6 +206,9 @@ pub(crate) async fn drain_measured(
         .execute(pool)
         .await?;
     run_script(pool, queries::SETTLE).await?;
+    let ready_tenants: i64 = sqlx::query_scalar(queries::READY_TENANTS)
+        .fetch_one(pool)
+        .await?;
     let at_start = match count_rows {
         true => {
             writes_since(pool, &before_fill, n, ("intents", |w| w.inserted)).await?;
@@ -237,6 +242,7 @@ pub(crate) async fn drain_measured(
     };
     let drain = Drain {
         seconds,
+        tenants: ready_tenants,
         wal,
         writes,
         cpu,

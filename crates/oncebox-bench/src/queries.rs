@@ -4,8 +4,10 @@
 pub(crate) const RAW_INTAKE: &str = include_str!("../queries/raw_intake.sql");
 /// Empty every table between measurements.
 pub(crate) const RESET: &str = include_str!("../queries/reset.sql");
-/// A backlog of `$1` intents.
+/// A backlog of `$1` intents over `$2` tenants.
 pub(crate) const BACKLOG: &str = include_str!("../queries/backlog.sql");
+/// Tenants with rows in the outbox.
+pub(crate) const READY_TENANTS: &str = include_str!("../queries/ready_tenants.sql");
 /// Statistics and a checkpoint after a fill.
 pub(crate) const SETTLE: &str = include_str!("../queries/settle.sql");
 /// Outbox rows left.

@@ -131,6 +131,17 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
     );
 }
 
+/// A backlog spread over tenants is drained whole (the benchmark checks every intent
+/// succeeded) and says how many tenants it had.
+#[test]
+fn bench_deliver_spreads_its_backlog_over_tenants() {
+    let r = report(
+        "deliver --intents 300 --tenants 7 --seconds 1 --concurrency 32 --baseline-dir /nonexistent",
+    );
+    assert_eq!(r["tenants"], 7, "{r}");
+    assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+}
+
 #[test]
 fn bench_intake_over_http_reports_both_sides_and_a_ratio() {
     let r = report("intake --http --clients 4 --seconds 1 --rounds 1 --baseline-dir /nonexistent");
