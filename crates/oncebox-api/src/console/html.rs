@@ -60,6 +60,11 @@ pub(crate) fn badge(status: &str) -> Markup {
     html! { span class={ "badge s-" (status) } { (status) } }
 }
 
+/// A table's head: one column header per name.
+pub(crate) fn columns(names: &[&str]) -> Markup {
+    html! { thead { tr { @for name in names { th scope="col" { (name) } } } } }
+}
+
 /// Which navigation entry a page belongs to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {

@@ -15,7 +15,7 @@ use oncebox_store::console::Session;
 
 use super::{destination_of, frame};
 use crate::AppState;
-use crate::console::html::{self, Nav, badge, excerpt, intent_href};
+use crate::console::html::{self, Nav, badge, columns, excerpt, intent_href};
 use crate::console::{internal, session};
 
 /// `/console/intents/{key}`: one intent, with a note after a decision (`?done=`).
@@ -149,19 +149,7 @@ fn history_table(history: &[oncebox_store::ops::AttemptRow]) -> Markup {
         section {
             h2 { "History" }
             table.history {
-                thead {
-                    tr {
-                        th scope="col" { "#" }
-                        th scope="col" { "phase" }
-                        th scope="col" { "by" }
-                        th scope="col" { "started" }
-                        th scope="col" { "latency" }
-                        th scope="col" { "outcome" }
-                        th scope="col" { "HTTP" }
-                        th scope="col" { "error" }
-                        th scope="col" { "detail" }
-                    }
-                }
+                (columns(&["#", "phase", "by", "started", "latency", "outcome", "HTTP", "error", "detail"]))
                 tbody {
                     @if history.is_empty() {
                         tr { td colspan="9" { "No attempt yet." } }
@@ -195,17 +183,7 @@ fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
         section {
             h2 { "Audit" }
             table.audit {
-                thead {
-                    tr {
-                        th scope="col" { "when" }
-                        th scope="col" { "who" }
-                        th scope="col" { "role" }
-                        th scope="col" { "via" }
-                        th scope="col" { "decision" }
-                        th scope="col" { "status" }
-                        th scope="col" { "reason" }
-                    }
-                }
+                (columns(&["when", "who", "role", "via", "decision", "status", "reason"]))
                 tbody {
                     @if audit.is_empty() {
                         tr { td colspan="7" { "No operator has decided anything about this intent." } }

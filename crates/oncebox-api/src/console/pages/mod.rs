@@ -14,7 +14,7 @@ use maud::{Markup, html};
 use oncebox_store::Intent;
 use oncebox_store::console::Session;
 
-use super::html::{self, Frame, Nav, ago, badge, excerpt, intent_href};
+use super::html::{self, Frame, Nav, ago, badge, columns, excerpt, intent_href};
 use crate::AppState;
 
 pub(crate) use attention::attention;
@@ -57,17 +57,7 @@ fn destination_of<'a>(state: &'a AppState, action: &str) -> &'a str {
 fn intent_table(state: &AppState, rows: &[Intent]) -> Markup {
     html! {
         table.intents {
-            thead {
-                tr {
-                    th scope="col" { "key" }
-                    th scope="col" { "status" }
-                    th scope="col" { "action" }
-                    th scope="col" { "destination" }
-                    th scope="col" { "attempts" }
-                    th scope="col" { "last error" }
-                    th scope="col" { "changed" }
-                }
-            }
+            (columns(&["key", "status", "action", "destination", "attempts", "last error", "changed"]))
             tbody {
                 @for i in rows {
                     tr {

@@ -13,7 +13,7 @@ use oncebox_store::console::NEEDS_A_PERSON;
 
 use super::{destination_of, respond};
 use crate::AppState;
-use crate::console::html::{self, Bar, Nav, age, url_part};
+use crate::console::html::{self, Bar, Nav, age, columns, url_part};
 use crate::console::{internal, session};
 
 /// `/console`: what waits now, the last hour's deliveries, intents by status, the queues and
@@ -180,7 +180,7 @@ async fn queues_and_workers(
                 h2 { "Dead-letter queues" }
                 @if let Some(depths) = &depths {
                     table {
-                        thead { tr { th scope="col" { "queue" } th scope="col" { "messages" } } }
+                        (columns(&["queue", "messages"]))
                         tbody {
                             @for (queue, depth) in depths {
                                 tr {
@@ -209,14 +209,7 @@ async fn queues_and_workers(
                     p.hint { "No worker has reported in the last day." }
                 } @else {
                     table {
-                        thead {
-                            tr {
-                                th scope="col" { "worker" }
-                                th scope="col" { "work" }
-                                th scope="col" { "last heartbeat" }
-                                th scope="col" { "since" }
-                            }
-                        }
+                        (columns(&["worker", "work", "last heartbeat", "since"]))
                         tbody {
                             @for w in workers {
                                 tr class=(if w.seen_seconds_ago < 30.0 { "ok" } else { "stale" }) {
