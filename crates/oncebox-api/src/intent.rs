@@ -11,6 +11,15 @@ use sqlx::PgConnection;
 use crate::AppState;
 use crate::problem::Problem;
 
+/// The `{key}` of a path: the caller's idempotency key.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct KeyPath {
+    /// The intent's idempotency key.
+    #[param(min_length = 1, max_length = 255)]
+    pub(crate) key: String,
+}
+
 /// The public view of `i`: one type for the API, the ops API and the MCP gateway's results.
 pub(crate) fn view(i: &Intent) -> IntentView<'_> {
     IntentView::from(i)

@@ -16,8 +16,9 @@ use serde_json::Value;
 
 use crate::AppState;
 use crate::auth::caller;
-use crate::intent::{change, find_own, view};
-use crate::problem::Problem;
+use crate::intent::{KeyPath, change, find_own, view};
+use crate::problem::{Problem, Refused, TooManyRequests};
+use oncebox_store::IntentView;
 
 /// Longest `?wait=`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -34,14 +35,30 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
     oncebox_core::key::parse_key_header(raw).map_err(bad)
 }
 
-/// The submit body, checked field by field so that every error names its field.
-struct SubmitBody {
+/// A new intent: the action, its arguments, and what the caller wants recorded with it.
+// `parse_body` fills it field by field, so that every error names its field; its schema is
+// the document's `NewIntent`.
+#[derive(utoipa::ToSchema)]
+#[schema(as = NewIntent)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SubmitBody {
+    /// A configured action; the served document lists them.
     action: String,
+    /// Any JSON object. Numbers beyond ±2^53 are refused, however written (send them as
+    /// strings): RFC 8785 hashes numbers as IEEE doubles.
+    #[schema(value_type = Object)]
     arguments: Value,
+    /// The caller's own reference for the business object (an order number, say).
     business_ref: Option<String>,
+    /// The agent run that asked.
     run_id: Option<String>,
+    /// The step of that run.
     step: Option<String>,
+    /// After this instant the intent is not delivered; it expires.
     deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// Intents of this tenant to the same destination with the same ordering key are
+    /// delivered one at a time, in submit order.
+    #[schema(min_length = 1, max_length = 255)]
     ordering_key: Option<String>,
 }
 
@@ -103,6 +120,30 @@ fn parse_body(bytes: &[u8]) -> Result<SubmitBody, Problem> {
     })
 }
 
+/// `POST /v1/intents`.
+#[utoipa::path(
+    post,
+    path = "/v1/intents",
+    summary = "Submit an intent (idempotent by key)",
+    params((
+        "Idempotency-Key" = String,
+        Header,
+        description = "1-255 printable ASCII characters without spaces, as a bare token or an \
+            RFC 8941 sf-string (\"...\" with \\\" and \\\\ escapes).",
+        pattern = r#"^([!#-~][!-~]{0,254}|"([!#-\[\]-~]|\\["\\]){1,255}")$"#
+    )),
+    request_body(content = SubmitBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: a new intent", body = IntentView),
+        (status = 200, description = "A replay: the intent this key already names", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 413, response = Refused),
+        (status = 415, response = Refused),
+        (status = 422, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn submit(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -171,15 +212,33 @@ pub(crate) async fn submit(
     Ok((status, axum::Json(view(&submitted.intent))).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of a read.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ReadQuery {
+    /// Seconds to wait for the intent to become terminal or need review.
+    #[param(minimum = 0, maximum = 60)]
     wait: Option<u64>,
 }
 
+/// `GET /v1/intents/{key}`.
+#[utoipa::path(
+    get,
+    path = "/v1/intents/{key}",
+    summary = "Read an intent; ?wait=N long-polls until it is terminal or needs review",
+    params(KeyPath, ReadQuery),
+    responses(
+        (status = 200, description = "The intent", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 404, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn read(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    Path(KeyPath { key }): Path<KeyPath>,
     query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
@@ -206,10 +265,24 @@ pub(crate) async fn read(
     }
 }
 
+/// `POST /v1/intents/{key}/cancel`.
+#[utoipa::path(
+    post,
+    path = "/v1/intents/{key}/cancel",
+    summary = "Cancel before dispatch",
+    params(KeyPath),
+    responses(
+        (status = 200, description = "The cancelled intent", body = IntentView),
+        (status = 401, response = Refused),
+        (status = 404, response = Refused),
+        (status = 409, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    Path(KeyPath { key }): Path<KeyPath>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
     let actor = oncebox_store::ops::Actor::new(format!("token {}", who.id), "agent", "api");

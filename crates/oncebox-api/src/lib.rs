@@ -24,9 +24,6 @@ pub mod problem;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::header;
-use axum::routing::{get, post};
 use oncebox_store::Intake;
 use sqlx::PgPool;
 use tokio::sync::watch;
@@ -35,7 +32,6 @@ pub use auth::TOKEN_CACHE_TTL;
 pub use console::ConsoleSettings;
 pub use intents::MAX_WAIT_SECS;
 pub use mcp::{DEFAULT_MAX_SESSIONS, McpMount, SESSION_IDLE};
-pub use openapi::OPENAPI;
 pub use problem::Problem;
 
 /// Largest accepted request body by default.
@@ -66,7 +62,7 @@ impl AppState {
         body_limit: usize,
     ) -> Result<AppState, sqlx::Error> {
         let done = oncebox_store::listen_for_settled(&pool).await?;
-        let openapi = openapi::openapi_for(intake.actions());
+        let openapi = openapi::document(intake.actions());
         let readiness = oncebox_store::ReadinessCheck::new((*pool.connect_options()).clone());
         Ok(AppState {
             pool,
@@ -111,18 +107,8 @@ pub fn router(state: AppState) -> Router {
 pub fn router_with_mcp(state: AppState, mcp: Option<McpMount>) -> Router {
     let requests = state.requests.clone();
     let state = Arc::new(state);
-    let mut router = Router::new()
-        .route("/v1/intents", post(intents::submit))
-        .route("/v1/intents/{key}", get(intents::read))
-        .route("/v1/intents/{key}/cancel", post(intents::cancel))
-        .route("/v1/ops/intents", get(ops::ops_list))
-        .route("/v1/ops/intents/{key}", get(ops::ops_show))
-        .route("/v1/ops/intents/{key}/retry", post(ops::ops_retry))
-        .route("/v1/ops/intents/{key}/resolve", post(ops::ops_resolve))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::render))
-        .route("/openapi.json", get(serve_openapi))
+    let (api, _) = openapi::routes().split_for_parts();
+    let mut router = api
         .fallback(problem::not_found)
         .method_not_allowed_fallback(problem::method_not_allowed)
         .with_state(state.clone())
@@ -138,11 +124,4 @@ pub fn router_with_mcp(state: AppState, mcp: Option<McpMount>) -> Router {
         requests,
         metrics::count,
     ))
-}
-
-async fn serve_openapi(State(state): State<Arc<AppState>>) -> impl axum::response::IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        state.openapi.to_string(),
-    )
 }

@@ -72,6 +72,13 @@ pub(crate) async fn count(
 }
 
 /// `GET /metrics`: the Prometheus text exposition.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    summary = "Prometheus metrics",
+    security(()),
+    responses((status = 200, description = "text exposition", content_type = "text/plain"))
+)]
 pub(crate) async fn render(State(state): State<Arc<AppState>>) -> Response {
     let mut out = String::new();
     REQUESTS_TOTAL.header(&mut out);

@@ -12,24 +12,65 @@ use oncebox_core::Status;
 use oncebox_store::ops::Actor;
 use oncebox_store::tokens::Caller;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::AppState;
 use crate::auth::ops_caller;
-use crate::intent::{change, find_own, view};
-use crate::problem::Problem;
+use crate::intent::{KeyPath, change, find_own, view};
+use crate::problem::{Problem, Refused, TooManyRequests};
+use oncebox_store::IntentView;
+use oncebox_store::ops::AttemptRow;
 
 /// Largest `older_than_seconds` of the ops list: 100 years.
 const MAX_OLDER_THAN_SECS: u64 = 100 * 365 * 24 * 3600;
 
-#[derive(Debug, Deserialize)]
+/// The query of the ops list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct OpsListQuery {
+    /// Only intents in this status.
+    #[param(value_type = Option<Status>)]
     status: Option<String>,
+    /// Only intents of this action.
     action: Option<String>,
+    /// Only intents created at least this many seconds ago.
+    #[param(minimum = 0, maximum = 3153600000_u64)]
     older_than_seconds: Option<u64>,
+    /// At most this many intents (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
 }
 
+/// The answer of the ops list.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct IntentList<'a> {
+    /// Newest first.
+    intents: Vec<IntentView<'a>>,
+}
+
+/// The answer of the ops show: an intent and its history.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct IntentWithHistory<'a> {
+    /// The intent.
+    intent: IntentView<'a>,
+    /// Its attempts and operators' decisions, oldest first.
+    history: Vec<AttemptRow>,
+}
+
+/// `GET /v1/ops/intents`.
+#[utoipa::path(
+    get,
+    path = "/v1/ops/intents",
+    summary = "List the tenant's intents (ops token)",
+    params(OpsListQuery),
+    responses(
+        (status = 200, description = "Intents", body = IntentList),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn ops_list(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -74,23 +115,36 @@ pub(crate) async fn ops_list(
     let intents = oncebox_store::ops::list(&state.pool, &filter)
         .await
         .map_err(Problem::internal)?;
-    Ok(
-        axum::Json(json!({"intents": intents.iter().map(view).collect::<Vec<_>>()}))
-            .into_response(),
-    )
+    let intents = intents.iter().map(view).collect();
+    Ok(axum::Json(IntentList { intents }).into_response())
 }
 
+/// `GET /v1/ops/intents/{key}`.
+#[utoipa::path(
+    get,
+    path = "/v1/ops/intents/{key}",
+    summary = "An intent and its history (ops token)",
+    params(KeyPath),
+    responses(
+        (status = 200, description = "The intent and its history", body = IntentWithHistory),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 404, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn ops_show(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    Path(KeyPath { key }): Path<KeyPath>,
 ) -> Result<Response, Problem> {
     let who = ops_caller(&state, &headers).await?;
     let intent = find_own(&state, &who.tenant_id, &key).await?;
     let history = oncebox_store::ops::history(&state.pool, intent.id)
         .await
         .map_err(Problem::internal)?;
-    Ok(axum::Json(json!({"intent": view(&intent), "history": history})).into_response())
+    let intent = view(&intent);
+    Ok(axum::Json(IntentWithHistory { intent, history }).into_response())
 }
 
 /// The optional text member `name` of an ops body: absent, or a string without U+0000.
@@ -109,7 +163,7 @@ fn text_member<'a>(
     }
 }
 
-/// Reads an optional small JSON object body (`{}` when empty).
+/// Reads an optional small JSON object body (`{}` when empty or `null`).
 async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Problem> {
     let bytes = crate::problem::read_body(body, 16 * 1024).await?;
     if bytes.is_empty() {
@@ -117,6 +171,8 @@ async fn small_json(body: Body) -> Result<serde_json::Map<String, Value>, Proble
     }
     match crate::problem::json_body(&bytes)? {
         Value::Object(m) => Ok(m),
+        // The document allows `null` where the body is optional: the same as no body.
+        Value::Null => Ok(serde_json::Map::new()),
         _ => Err(
             Problem::new(StatusCode::BAD_REQUEST, "the body must be a JSON object").field("body"),
         ),
@@ -133,14 +189,71 @@ async fn ops_request(
     Ok((who, small_json(body).await?))
 }
 
+/// The body of a retry (optional).
+#[derive(utoipa::ToSchema)]
+pub(crate) struct RetryBody<'a> {
+    /// Why, for the audit log.
+    reason: Option<&'a str>,
+}
+
+impl<'a> RetryBody<'a> {
+    fn from_map(body: &'a serde_json::Map<String, Value>) -> Result<RetryBody<'a>, Problem> {
+        Ok(RetryBody {
+            reason: text_member(body, "reason")?,
+        })
+    }
+}
+
+/// The body of a resolve: `succeeded` true (with the receiver's reference, when known) or
+/// false (with a reason).
+#[derive(utoipa::ToSchema)]
+pub(crate) struct ResolveBody<'a> {
+    /// Whether the effect happened.
+    #[schema(value_type = bool, required = true)]
+    succeeded: Option<bool>,
+    /// The receiver's reference of the effect; only when `succeeded` is true.
+    reference: Option<&'a str>,
+    /// Why; required when `succeeded` is false.
+    reason: Option<&'a str>,
+}
+
+impl<'a> ResolveBody<'a> {
+    fn from_map(body: &'a serde_json::Map<String, Value>) -> Result<ResolveBody<'a>, Problem> {
+        Ok(ResolveBody {
+            succeeded: body.get("succeeded").and_then(Value::as_bool),
+            reference: text_member(body, "reference")?,
+            reason: text_member(body, "reason")?,
+        })
+    }
+}
+
+/// `POST /v1/ops/intents/{key}/retry`.
+#[utoipa::path(
+    post,
+    path = "/v1/ops/intents/{key}/retry",
+    summary = "failed or needs_review -> pending, same key (ops token)",
+    params(KeyPath),
+    request_body(content = Option<RetryBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The intent, pending again", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 404, response = Refused),
+        (status = 409, response = Refused),
+        (status = 413, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn ops_retry(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    Path(KeyPath { key }): Path<KeyPath>,
     body: Body,
 ) -> Result<Response, Problem> {
     let (who, body) = ops_request(&state, &headers, body).await?;
-    let reason = text_member(&body, "reason")?
+    let reason = RetryBody::from_map(&body)?
+        .reason
         .unwrap_or("operator retry over the API")
         .to_owned();
     let actor = Actor::new(format!("token {}", who.id), "ops", "api");
@@ -150,16 +263,37 @@ pub(crate) async fn ops_retry(
     .await
 }
 
+/// `POST /v1/ops/intents/{key}/resolve`.
+#[utoipa::path(
+    post,
+    path = "/v1/ops/intents/{key}/resolve",
+    summary = "Decide an intent that needs review (ops token)",
+    params(KeyPath),
+    request_body(content = ResolveBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The decided intent", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 404, response = Refused),
+        (status = 409, response = Refused),
+        (status = 413, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
 pub(crate) async fn ops_resolve(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    Path(KeyPath { key }): Path<KeyPath>,
     body: Body,
 ) -> Result<Response, Problem> {
     let (who, body) = ops_request(&state, &headers, body).await?;
-    let reference = text_member(&body, "reference")?;
-    let reason = text_member(&body, "reason")?;
-    let resolution = match (body.get("succeeded").and_then(Value::as_bool), reason) {
+    let ResolveBody {
+        succeeded,
+        reference,
+        reason,
+    } = ResolveBody::from_map(&body)?;
+    let resolution = match (succeeded, reason) {
         (Some(true), _) => oncebox_store::ops::Resolution::Succeeded {
             reference: reference.map(str::to_owned),
         },

@@ -1,8 +1,26 @@
-//! RFC 9457 problem details, the body of every error.
+//! RFC 9457 problem details, the body of every error, and the reusable answers the OpenAPI
+//! document names for them ([`Refused`], [`TooManyRequests`]).
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+/// The body of every error (RFC 9457).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Problem)]
+pub(crate) struct ProblemBody<'a> {
+    /// Always `about:blank`: the status says what kind of problem it is.
+    #[serde(rename = "type")]
+    kind: &'a str,
+    /// The status's reason phrase.
+    title: &'a str,
+    /// The HTTP status.
+    status: u16,
+    /// What went wrong, for a person.
+    detail: &'a str,
+    /// The field, header or parameter at fault, when there is one.
+    field: Option<&'a str>,
+}
 
 /// An error answer: status, human detail, and the field at fault when there is one.
 #[derive(Debug)]
@@ -48,17 +66,17 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = json!({
-            "type": "about:blank",
-            "title": self.status.canonical_reason().unwrap_or("error"),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-            "field": self.field,
-        });
+        let body = ProblemBody {
+            kind: "about:blank",
+            title: self.status.canonical_reason().unwrap_or("error"),
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            field: self.field.as_deref(),
+        };
         let mut response = (
             self.status,
             [(header::CONTENT_TYPE, "application/problem+json")],
-            body.to_string(),
+            serde_json::to_string(&body).unwrap_or_default(),
         )
             .into_response();
         if let Some(wait) = self.retry_after {
@@ -133,4 +151,48 @@ pub(crate) async fn read_body(
             .field("body")
         }
     })
+}
+
+/// The answer of a refused request: `application/problem+json` naming the field.
+pub(crate) struct Refused;
+
+impl<'s> utoipa::ToResponse<'s> for Refused {
+    fn response() -> (&'s str, RefOr<utoipa::openapi::Response>) {
+        (
+            "Refused",
+            problem_response("Refused: the detail says why and the field names what"),
+        )
+    }
+}
+
+/// The answer of a request over its token's or tenant's rate.
+pub(crate) struct TooManyRequests;
+
+impl<'s> utoipa::ToResponse<'s> for TooManyRequests {
+    fn response() -> (&'s str, RefOr<utoipa::openapi::Response>) {
+        let mut response = problem_response(
+            "Over the token's or the tenant's request rate (oncebox serve --token-rate, \
+             --tenant-rate): retry after Retry-After seconds",
+        );
+        if let RefOr::T(r) = &mut response {
+            let seconds = utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::Type::Integer)
+                .minimum(Some(1));
+            let mut header = utoipa::openapi::header::Header::new(seconds);
+            header.description = Some("Seconds to wait".into());
+            r.headers.insert("Retry-After".into(), header.into());
+        }
+        ("TooManyRequests", response)
+    }
+}
+
+fn problem_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    let body = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/problem+json", body)
+        .build()
+        .into()
 }

@@ -17,6 +17,7 @@ use crate::status::Status;
 /// name a decision taken without a successful call (see [`AttemptKind::error_code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(
     feature = "sqlx",
     derive(sqlx::Type),
@@ -129,6 +130,7 @@ impl ErrorCode {
 /// What went wrong, with enough detail for the retry report: an attempt's error, and the
 /// journal's `last_error` (`{"code", "detail", "status_code"}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttemptError {
     /// The stable class of the problem.
     pub code: ErrorCode,
@@ -154,6 +156,7 @@ impl AttemptError {
 /// call, a reconciliation lookup's finding, or an operator's action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(
     feature = "sqlx",
     derive(sqlx::Type),
@@ -307,6 +310,7 @@ pub enum DeliveryOutcome {
 /// The outcome's class alone, as stored in `attempts.outcome`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum OutcomeClass {
     /// See [`DeliveryOutcome::Succeeded`].
     Succeeded,

@@ -32,6 +32,7 @@ pub struct ListFilter {
 
 /// One row of the retry report.
 #[derive(Debug, Clone, PartialEq, Serialize, FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Attempt))]
 pub struct AttemptRow {
     /// Attempt number.
     pub attempt: i32,
@@ -41,6 +42,7 @@ pub struct AttemptRow {
     pub worker: String,
     /// The outbox phase that wrote the row; shown as `ops` for an operator's decision.
     #[serde(serialize_with = "phase_or_ops")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "deliver"))]
     pub phase: Option<Phase>,
     /// When it started.
     pub started_at: DateTime<Utc>,

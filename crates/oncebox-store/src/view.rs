@@ -11,22 +11,39 @@ use crate::Intent;
 /// beyond the receiver's reference). The one shape an intent has in JSON: the API's answers,
 /// the ops API's and the MCP gateway's tool results serialize it.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = Intent))]
 pub struct IntentView<'a> {
+    /// The key the intent was submitted under.
     idempotency_key: &'a str,
+    /// The configured action.
     action: &'a str,
+    /// Where it stands.
     status: Status,
+    /// SHA-256 of the canonical request: a replay under the same key must match it.
     request_hash: &'a str,
+    /// Calls made so far.
     attempt_count: i32,
+    /// The receiver's reference of the effect, once known.
     external_reference: Option<&'a str>,
+    /// The receiver's answer, as JSON, once it succeeded.
     response: Option<&'a Value>,
+    /// What went wrong last, when something did.
     error: Option<&'a AttemptError>,
+    /// The caller's reference for the business object.
     business_ref: Option<&'a str>,
+    /// The agent run that asked.
     run_id: Option<&'a str>,
+    /// The step of that run.
     step: Option<&'a str>,
+    /// The ordering lane, when the intent is in one.
     ordering_key: Option<&'a str>,
+    /// After this instant it is not delivered.
     deadline: Option<DateTime<Utc>>,
+    /// When it was accepted.
     created_at: DateTime<Utc>,
+    /// When it last changed.
     updated_at: DateTime<Utc>,
+    /// When it became terminal.
     completed_at: Option<DateTime<Utc>>,
 }
 
