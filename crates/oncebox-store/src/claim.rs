@@ -73,8 +73,23 @@ impl ClaimedRow {
     }
 }
 
+/// Where a claimer's next claim starts among the tenants with work: after the last tenant its
+/// previous claim visited. Each claiming loop keeps one, so that its claims go round every
+/// tenant with ready work, a bounded number at a time (`claim.sql`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantCursor(String);
+
+impl TenantCursor {
+    /// The last tenant the previous claim visited (empty before the first claim).
+    pub fn tenant(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Leases up to `limit` rows of `phase` to `worker` for `lease`, in one auto-committed
-/// statement. Rows are ready ones in `available_at` order, plus rows whose lease expired.
+/// statement: rows whose lease expired first, then the oldest ready rows of up to `limit`
+/// tenants with ready work, the first ones after `cursor`, shared equally between them. The
+/// cursor moves on to the last tenant the claim visited.
 ///
 /// A row that is claimed but cannot be read (a value this binary does not know, written by a
 /// newer one) is logged as an error with its intent and left to its lease; the others are
@@ -82,21 +97,29 @@ impl ClaimedRow {
 ///
 /// # Errors
 /// The database's error.
-#[tracing::instrument(skip(db), fields(phase = phase.as_str()), err)]
+#[tracing::instrument(skip(db, cursor), fields(phase = phase.as_str()), err)]
 pub async fn claim(
     db: impl PgExecutor<'_>,
     phase: Phase,
     worker: &str,
     limit: i64,
     lease: Duration,
+    cursor: &mut TenantCursor,
 ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
     let rows: Vec<PgRow> = sqlx::query(crate::sql::CLAIM)
         .bind(phase)
         .bind(worker)
         .bind(limit)
         .bind(lease.as_secs_f64())
+        .bind(cursor.tenant())
         .fetch_all(db)
         .await?;
+    if let Some(Ok(Some(last))) = rows
+        .first()
+        .map(|r| r.try_get::<Option<String>, _>("claim_cursor"))
+    {
+        cursor.0 = last;
+    }
     Ok(rows.iter().filter_map(decode_claimed).collect())
 }
 

@@ -34,7 +34,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-pub use claim::{ClaimedRow, claim, claim_session};
+pub use claim::{ClaimedRow, TenantCursor, claim, claim_session};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, call_key, intent_by_key};
 pub use lease::{Lease, Phase};

@@ -49,6 +49,7 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
         "stale",
         10,
         Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
     )
     .await
     .expect("claim a");
@@ -63,6 +64,7 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
         "owner",
         10,
         Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
     )
     .await
     .expect("claim b");

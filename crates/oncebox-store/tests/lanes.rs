@@ -44,6 +44,7 @@ async fn claim_all(pool: &PgPool) -> Vec<Lease> {
         "w",
         100,
         Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
     )
     .await
     .expect("claim")

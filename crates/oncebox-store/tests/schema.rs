@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use oncebox_core::{AttemptKind, ErrorCode, NewIntent, Status};
 use oncebox_store::tokens::Role;
-use oncebox_store::{Intake, Phase, claim};
+use oncebox_store::{Intake, Phase, TenantCursor, claim};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -190,6 +190,7 @@ async fn claim_is_an_index_scan(pool: PgPool) {
         .bind("w1")
         .bind(100_i64)
         .bind(30.0_f64)
+        .bind("")
         .fetch_all(&pool)
         .await
         .expect("explain");
@@ -242,12 +243,26 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
     fill(&pool, 50).await;
     let mut c1 = pool.acquire().await.expect("conn");
     let mut c2 = pool.acquire().await.expect("conn");
-    let a = claim(&mut *c1, Phase::Deliver, "w1", 30, Duration::from_secs(30))
-        .await
-        .expect("claim a");
-    let b = claim(&mut *c2, Phase::Deliver, "w2", 30, Duration::from_secs(30))
-        .await
-        .expect("claim b");
+    let a = claim(
+        &mut *c1,
+        Phase::Deliver,
+        "w1",
+        30,
+        Duration::from_secs(30),
+        &mut TenantCursor::default(),
+    )
+    .await
+    .expect("claim a");
+    let b = claim(
+        &mut *c2,
+        Phase::Deliver,
+        "w2",
+        30,
+        Duration::from_secs(30),
+        &mut TenantCursor::default(),
+    )
+    .await
+    .expect("claim b");
     assert_eq!(a.len(), 30);
     assert_eq!(b.len(), 20);
     let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.intent_id()).collect();
@@ -260,10 +275,17 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
             .all(|r| r.lease.epoch == 1 && !r.lease_taken_over)
     );
     assert!(
-        claim(&mut *c1, Phase::Deliver, "w3", 10, Duration::from_secs(30))
-            .await
-            .expect("empty")
-            .is_empty()
+        claim(
+            &mut *c1,
+            Phase::Deliver,
+            "w3",
+            10,
+            Duration::from_secs(30),
+            &mut TenantCursor::default()
+        )
+        .await
+        .expect("empty")
+        .is_empty()
     );
     assert!(
         claim(
@@ -271,7 +293,8 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
             Phase::Reconcile,
             "w3",
             10,
-            Duration::from_secs(30)
+            Duration::from_secs(30),
+            &mut TenantCursor::default()
         )
         .await
         .expect("other phase")
@@ -283,9 +306,16 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
         .execute(&pool)
         .await
         .expect("expire");
-    let c = claim(&mut *c2, Phase::Deliver, "w3", 100, Duration::from_secs(30))
-        .await
-        .expect("take over");
+    let c = claim(
+        &mut *c2,
+        Phase::Deliver,
+        "w3",
+        100,
+        Duration::from_secs(30),
+        &mut TenantCursor::default(),
+    )
+    .await
+    .expect("take over");
     assert_eq!(c.len(), 30);
     assert!(c.iter().all(|r| r.lease.epoch == 2 && r.lease_taken_over));
     let owners: Vec<String> =
@@ -294,4 +324,117 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
             .await
             .expect("owners");
     assert_eq!(owners, ["w2", "w3"]);
+}
+
+/// `tenants` tenants with `per_tenant` ready deliveries each, written directly.
+async fn fill_tenants(pool: &PgPool, tenants: i32, per_tenant: i32) {
+    sqlx::query(
+        "WITH i AS (INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, \
+         request_hash, payload) SELECT 't-' || lpad((g % $1)::text, 6, '0'), 'k-' || g, \
+         'create_invoice', repeat('0', 64), '{}'::jsonb FROM generate_series(1, $1 * $2) g \
+         RETURNING id, tenant_id) \
+         INSERT INTO oncebox.outbox (intent_id, phase, tenant_id) \
+         SELECT id, 'deliver', tenant_id FROM i",
+    )
+    .bind(tenants)
+    .bind(per_tenant)
+    .execute(pool)
+    .await
+    .expect("fill");
+    sqlx::query("ANALYZE oncebox.outbox")
+        .execute(pool)
+        .await
+        .expect("analyze");
+}
+
+/// The claim's cost does not grow with the tenants that have work: at 2,000 tenants a claim of
+/// 10 visits 10 of them (its recursive scan yields at most one row per tenant visited), not all
+/// 2,000.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_claim_visits_a_bounded_number_of_tenants(pool: PgPool) {
+    fill_tenants(&pool, 2_000, 2).await;
+    let sql = format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        oncebox_store::sql::CLAIM
+    );
+    let mut tx = pool.begin().await.expect("begin");
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(Phase::Deliver)
+        .bind("w1")
+        .bind(10_i64)
+        .bind(30.0_f64)
+        .bind("t-000500")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("explain analyze");
+    tx.rollback().await.expect("rollback");
+    fn recursive_rows(node: &serde_json::Value, out: &mut Vec<u64>) {
+        if node["Node Type"] == "Recursive Union" {
+            out.push(node["Actual Rows"].as_f64().unwrap_or(f64::MAX) as u64);
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            recursive_rows(child, out);
+        }
+    }
+    let mut visited = Vec::new();
+    recursive_rows(&plan[0]["Plan"], &mut visited);
+    assert_eq!(
+        visited.len(),
+        1,
+        "one recursive scan of the tenants: {plan}"
+    );
+    assert!(
+        visited[0] <= 10,
+        "a claim of 10 visited {} tenants of 2,000",
+        visited[0]
+    );
+}
+
+/// Successive claims go round the tenants from where the last one stopped: at 300 tenants with
+/// ready work, claims of 10 give each tenant exactly one row in 30 claims, then start again.
+#[sqlx::test(migrations = "../../migrations")]
+async fn claims_go_round_the_tenants(pool: PgPool) {
+    fill_tenants(&pool, 300, 3).await;
+    let mut cursor = TenantCursor::default();
+    let mut turns: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    for _ in 0..30 {
+        let rows = claim(
+            &pool,
+            Phase::Deliver,
+            "w1",
+            10,
+            Duration::from_secs(30),
+            &mut cursor,
+        )
+        .await
+        .expect("claim");
+        assert_eq!(rows.len(), 10);
+        for r in rows {
+            *turns.entry(r.tenant_id).or_default() += 1;
+        }
+    }
+    assert_eq!(turns.len(), 300, "every tenant had a turn");
+    assert!(turns.values().all(|&n| n == 1), "one row each: {turns:?}");
+    assert_eq!(
+        cursor.tenant(),
+        "t-000299",
+        "the cursor is where the round ended"
+    );
+    let next = claim(
+        &pool,
+        Phase::Deliver,
+        "w1",
+        10,
+        Duration::from_secs(30),
+        &mut cursor,
+    )
+    .await
+    .expect("claim");
+    let mut tenants: Vec<String> = next.into_iter().map(|r| r.tenant_id).collect();
+    tenants.sort();
+    let first: Vec<String> = (0..10).map(|i| format!("t-{i:06}")).collect();
+    assert_eq!(
+        tenants, first,
+        "the next round starts from the first tenant"
+    );
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncebox_store::{ClaimedRow, Phase};
+use oncebox_store::{ClaimedRow, Phase, TenantCursor};
 use sqlx::PgConnection;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -28,6 +28,8 @@ pub(crate) struct Claimer {
     wakeup: Wakeup,
     /// Its own connection (see `oncebox_store::claim_session`); made again after a failure.
     session: Option<PgConnection>,
+    /// Where its next claim starts among the tenants with work.
+    cursor: TenantCursor,
 }
 
 impl Claimer {
@@ -37,6 +39,7 @@ impl Claimer {
             outcomes,
             wakeup,
             session: None,
+            cursor: TenantCursor::default(),
         }
     }
 
@@ -56,6 +59,7 @@ impl Claimer {
             &settings.id,
             room as i64,
             settings.lease(),
+            &mut self.cursor,
         )
         .await;
         if claimed.is_err() {

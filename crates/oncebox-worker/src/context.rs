@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use oncebox_store::{ClaimedRow, Lease, Phase};
+use oncebox_store::{ClaimedRow, Lease, Phase, TenantCursor};
 use sqlx::PgPool;
 use tokio::task::AbortHandle;
 
@@ -43,15 +43,22 @@ impl Context {
         self.delivering_workers.store(n, Ordering::Relaxed);
     }
 
-    /// Claims up to `limit` rows of `phase` under this worker's lease; a failure is logged and
-    /// claims nothing (the caller polls again).
-    pub(crate) async fn claim_or_log(&self, phase: Phase, limit: i64) -> Vec<ClaimedRow> {
+    /// Claims up to `limit` rows of `phase` under this worker's lease, starting after `cursor`
+    /// among the tenants with work; a failure is logged and claims nothing (the caller polls
+    /// again).
+    pub(crate) async fn claim_or_log(
+        &self,
+        phase: Phase,
+        limit: i64,
+        cursor: &mut TenantCursor,
+    ) -> Vec<ClaimedRow> {
         oncebox_store::claim(
             &self.pool,
             phase,
             &self.settings.id,
             limit,
             self.settings.lease(),
+            cursor,
         )
         .await
         .unwrap_or_else(|e| {

@@ -153,6 +153,7 @@ impl Service for Notifier {
         let exchange = ctx.settings.dead_letter_exchange.clone();
         let mut link: Option<(Connection, Channel)> = None;
         let mut backoff = BACKOFF.0;
+        let mut cursor = oncebox_store::TenantCursor::default();
         while !stop.is_cancelled() {
             crate::crash::panic_in(Self::NAME);
             let channel = match &link {
@@ -175,7 +176,9 @@ impl Service for Notifier {
                     }
                 },
             };
-            let rows = ctx.claim_or_log(Phase::Notify, NOTIFY_BATCH).await;
+            let rows = ctx
+                .claim_or_log(Phase::Notify, NOTIFY_BATCH, &mut cursor)
+                .await;
             if rows.is_empty() {
                 if sleep_or_stop(ctx.settings.poll_interval(), &stop).await == Next::Stop {
                     break;
