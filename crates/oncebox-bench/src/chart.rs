@@ -30,6 +30,10 @@ pub(crate) struct Chart {
     pub(crate) series: Vec<Series>,
     /// Goals, drawn as grey crosses: (offered/s, percentile label, milliseconds).
     pub(crate) goals: Vec<(f64, &'static str, f64)>,
+    /// What the x axis measures.
+    pub(crate) x_desc: &'static str,
+    /// What the y axis measures.
+    pub(crate) y_desc: &'static str,
 }
 
 const WIDTH: u32 = 1100;
@@ -88,8 +92,8 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
         )
         .map_err(e)?;
     ctx.configure_mesh()
-        .x_desc("offered load, intents/s (saturation: at the rate achieved)")
-        .y_desc("milliseconds, commit to arrival")
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| trim(*y))
         .label_style(("sans-serif", 15))
@@ -123,21 +127,25 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
             .map_err(e)?;
         }
     }
-    let hollow = RGBColor(60, 60, 60).stroke_width(2);
-    ctx.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+    if chart.series.iter().any(|s| s.saturation.is_some()) {
+        let hollow = RGBColor(60, 60, 60).stroke_width(2);
+        ctx.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+            .map_err(e)?
+            .label("saturation (at the rate reached)")
+            .legend(move |(x, y)| Rectangle::new([(x + 6, y - 6), (x + 18, y + 6)], hollow));
+    }
+    if !chart.goals.is_empty() {
+        let grey = RGBColor(90, 90, 90);
+        ctx.draw_series(
+            chart
+                .goals
+                .iter()
+                .map(|&(x, _, y)| Cross::new((x, y), 7, grey.stroke_width(2))),
+        )
         .map_err(e)?
-        .label("saturation (at the rate reached)")
-        .legend(move |(x, y)| Rectangle::new([(x + 6, y - 6), (x + 18, y + 6)], hollow));
-    let grey = RGBColor(90, 90, 90);
-    ctx.draw_series(
-        chart
-            .goals
-            .iter()
-            .map(|&(x, _, y)| Cross::new((x, y), 7, grey.stroke_width(2))),
-    )
-    .map_err(e)?
-    .label("goal: p50 and p99")
-    .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
+        .label("goal: p50 and p99")
+        .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
+    }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
         .label_font(("sans-serif", 15))
@@ -179,6 +187,8 @@ mod tests {
         let path = dir.join("latency.png");
         let chart = Chart {
             title: "test".into(),
+            x_desc: "x",
+            y_desc: "y",
             series: vec![
                 Series {
                     label: "p50, 1 worker".into(),

@@ -480,6 +480,8 @@ fn chart_of(points: &[Point], seconds: u64) -> Chart {
         ),
         series,
         goals: GOALS.to_vec(),
+        x_desc: "offered load, intents/s (saturation: at the rate achieved)",
+        y_desc: "milliseconds, commit to arrival",
     }
 }
 

@@ -2,7 +2,7 @@
 //! baseline in the same run, in alternating rounds, reported as medians and ratios (the machine
 //! is noisy; absolute numbers mean little, ratios measured together do).
 //!
-//! `cargo run --release -p oncebox-bench -- intake|deliver|latency|tools|signing|lanes [--help]`. Exit codes: 0 ok, 1 the
+//! `cargo run --release -p oncebox-bench -- intake|deliver|latency|tools|signing|lanes|scale [--help]`. Exit codes: 0 ok, 1 the
 //! benchmark failed (a database or broker error, a wrong result), 2 usage.
 
 mod baseline;
@@ -15,6 +15,7 @@ mod intake_http;
 mod lanes;
 mod latency;
 mod queries;
+mod scale;
 mod signing;
 mod stats;
 mod tools;
@@ -61,6 +62,42 @@ enum What {
     /// Deliveries/s of per-key ordering lanes (one delivery in flight per lane) against the
     /// same intents unordered, in alternating rounds.
     Lanes(LanesArgs),
+    /// How a drain's cost per delivery grows along one axis — tenants with ready work, or the
+    /// backlog's size: each size drained by one in-process worker into a local no-op receiver,
+    /// in a scratch database of its own, sizes alternating round by round; printed as a table
+    /// and drawn as a PNG chart.
+    Scale(ScaleArgs),
+}
+
+/// `oncebox-bench scale`.
+#[derive(Debug, Args)]
+pub(crate) struct ScaleArgs {
+    /// Postgres URL; the benchmark creates and drops a database per size beside it.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// The axis grown: tenants (the same backlog spread over more tenants, each with ready
+    /// work) or backlog (more ready intents, of one tenant).
+    #[arg(long, value_enum)]
+    axis: scale::Axis,
+    /// Sizes along the axis, comma-separated, increasing; costs are compared to the first
+    /// [default: tenants 1,100,1000,10000; backlog 20000,200000,1000000].
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    sizes: Option<Vec<u32>>,
+    /// Intents in each backlog along the tenants axis.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
+    intents: u32,
+    /// Worker tasks in flight at once (one in-process worker).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+    /// Rounds; each drains every size once, in order. Each size reports its median round.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    rounds: u32,
+    /// Where the PNG chart is written.
+    #[arg(long, default_value = "target/scale.png")]
+    chart: PathBuf,
+    /// A TrueType font for the chart's text.
+    #[arg(long, default_value = DEFAULT_FONT)]
+    font: PathBuf,
 }
 
 /// `oncebox-bench lanes`.
@@ -290,6 +327,7 @@ fn main() -> ExitCode {
             What::Tools(a) => tools::run(a, cli.json).await,
             What::Signing(a) => signing::run(a, cli.json).await,
             What::Lanes(a) => lanes::run(a, cli.json).await,
+            What::Scale(a) => scale::run(a, cli.json).await,
         }
     });
     match result {

@@ -45,7 +45,9 @@ fn help_is_there_for_every_benchmark() {
     assert_help(BIN, &[]);
     // Every benchmark the top-level help lists, so that a new one cannot be left out.
     let listed = subcommands(BIN, &[]);
-    for expected in ["intake", "deliver", "latency", "tools", "signing", "lanes"] {
+    for expected in [
+        "intake", "deliver", "latency", "tools", "signing", "lanes", "scale",
+    ] {
         assert!(
             listed.iter().any(|l| l == expected),
             "{expected} in {listed:?}"
@@ -140,6 +142,37 @@ fn bench_deliver_spreads_its_backlog_over_tenants() {
     );
     assert_eq!(r["tenants"], 7, "{r}");
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
+}
+
+/// The scale benchmark drains each size whole (it checks every intent succeeded), reports the
+/// tenants it counted at each size and the cost ratios, and draws its chart; sizes that do not
+/// increase are refused.
+#[test]
+fn bench_scale_reports_each_size_and_draws_its_chart() {
+    let chart = std::env::temp_dir().join(format!("oncebox-scale-{}.png", std::process::id()));
+    let r = report(&format!(
+        "scale --axis tenants --sizes 1,9 --intents 300 --concurrency 32 --chart {}",
+        chart.display()
+    ));
+    let points = r["points"].as_array().expect("points");
+    let tenants: Vec<i64> = points
+        .iter()
+        .filter_map(|p| p["tenants"].as_i64())
+        .collect();
+    assert_eq!(tenants, [1, 9], "{r}");
+    assert!(
+        points
+            .iter()
+            .all(|p| p["deliveries_per_second"].as_f64() > Some(0.0)),
+        "{r}"
+    );
+    assert_eq!(r["cost_ratio_to_smallest"][0], 1.0, "{r}");
+    let png = std::fs::read(&chart).expect("the chart was written");
+    assert!(png.starts_with(b"\x89PNG"), "the chart is a PNG");
+    let _ = std::fs::remove_file(&chart);
+    let o = bench(&["scale", "--axis", "backlog", "--sizes", "200,100"]);
+    assert_ne!(code(&o), 0);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
 }
 
 #[test]
