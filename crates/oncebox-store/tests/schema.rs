@@ -238,31 +238,36 @@ async fn one_outbox_row_per_intent_and_phase(pool: PgPool) {
     assert!(tenants.iter().all(|(o, i)| o == i), "{tenants:?}");
 }
 
+/// One claim with a lease of 30 s and a fresh cursor (the claims of these tests are not rounds).
+async fn claim_once(
+    conn: &mut sqlx::PgConnection,
+    phase: Phase,
+    worker: &str,
+    limit: i64,
+) -> Result<Vec<oncebox_store::ClaimedRow>, sqlx::Error> {
+    let lease = Duration::from_secs(30);
+    claim(
+        conn,
+        phase,
+        worker,
+        limit,
+        lease,
+        &mut TenantCursor::default(),
+    )
+    .await
+}
+
 #[sqlx::test(migrations = "../../migrations")]
 async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
     fill(&pool, 50).await;
     let mut c1 = pool.acquire().await.expect("conn");
     let mut c2 = pool.acquire().await.expect("conn");
-    let a = claim(
-        &mut *c1,
-        Phase::Deliver,
-        "w1",
-        30,
-        Duration::from_secs(30),
-        &mut TenantCursor::default(),
-    )
-    .await
-    .expect("claim a");
-    let b = claim(
-        &mut *c2,
-        Phase::Deliver,
-        "w2",
-        30,
-        Duration::from_secs(30),
-        &mut TenantCursor::default(),
-    )
-    .await
-    .expect("claim b");
+    let a = claim_once(&mut c1, Phase::Deliver, "w1", 30)
+        .await
+        .expect("claim a");
+    let b = claim_once(&mut c2, Phase::Deliver, "w2", 30)
+        .await
+        .expect("claim b");
     assert_eq!(a.len(), 30);
     assert_eq!(b.len(), 20);
     let mut ids: Vec<i64> = a.iter().chain(&b).map(|r| r.intent_id()).collect();
@@ -275,30 +280,16 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
             .all(|r| r.lease.epoch == 1 && !r.lease_taken_over)
     );
     assert!(
-        claim(
-            &mut *c1,
-            Phase::Deliver,
-            "w3",
-            10,
-            Duration::from_secs(30),
-            &mut TenantCursor::default()
-        )
-        .await
-        .expect("empty")
-        .is_empty()
+        claim_once(&mut c1, Phase::Deliver, "w3", 10)
+            .await
+            .expect("empty")
+            .is_empty()
     );
     assert!(
-        claim(
-            &mut *c1,
-            Phase::Reconcile,
-            "w3",
-            10,
-            Duration::from_secs(30),
-            &mut TenantCursor::default()
-        )
-        .await
-        .expect("other phase")
-        .is_empty()
+        claim_once(&mut c1, Phase::Reconcile, "w3", 10)
+            .await
+            .expect("other phase")
+            .is_empty()
     );
 
     // Expire w1's leases: a new claim takes them over with a higher epoch, flagged.
@@ -306,16 +297,9 @@ async fn claims_do_not_overlap_and_bump_the_epoch(pool: PgPool) {
         .execute(&pool)
         .await
         .expect("expire");
-    let c = claim(
-        &mut *c2,
-        Phase::Deliver,
-        "w3",
-        100,
-        Duration::from_secs(30),
-        &mut TenantCursor::default(),
-    )
-    .await
-    .expect("take over");
+    let c = claim_once(&mut c2, Phase::Deliver, "w3", 100)
+        .await
+        .expect("take over");
     assert_eq!(c.len(), 30);
     assert!(c.iter().all(|r| r.lease.epoch == 2 && r.lease_taken_over));
     let owners: Vec<String> =
