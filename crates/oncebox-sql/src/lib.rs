@@ -77,7 +77,7 @@ statements! {
     BREAKER_DISABLE = "breaker_disable.sql";
     /// Circuit breaker: enable (operator).
     BREAKER_ENABLE = "breaker_enable.sql";
-    /// Rate limit: take tokens.
+    /// Rate limits: take tokens of several destinations.
     RATE_TAKE = "rate_take.sql";
     /// Rate limit: pause after a Retry-After.
     RATE_SLOW = "rate_slow.sql";

@@ -3,6 +3,7 @@
 //! operator disables it until an operator enables it. And request rates: a token bucket per
 //! destination for the whole pool, paused by a Retry-After.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -155,34 +156,67 @@ pub async fn park(
         .await
 }
 
-/// Takes up to `n` tokens of `destination`'s pool-wide bucket (refilled at `per_second` up to
-/// `burst`): how many were taken, and how long until more may go (the rest wait that long).
+/// Tokens wanted of one destination's pool-wide bucket, refilled at `per_second` up to `burst`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokensWanted {
+    /// The destination.
+    pub destination: String,
+    /// Tokens wanted.
+    pub n: usize,
+    /// The bucket's refill rate.
+    pub per_second: f64,
+    /// The bucket's size.
+    pub burst: f64,
+}
+
+/// Takes tokens of every destination in `wanted` in one statement (buckets locked in name
+/// order): for each destination, how many were taken and how long until more may go (the rest
+/// wait that long). A destination named twice is counted once, by its first entry.
 ///
 /// # Errors
 /// The database's error.
 pub async fn take_tokens(
     db: &sqlx::PgPool,
-    destination: &str,
-    n: usize,
-    per_second: f64,
-    burst: f64,
-) -> Result<(usize, Duration), sqlx::Error> {
+    wanted: &[TokensWanted],
+) -> Result<HashMap<String, (usize, Duration)>, sqlx::Error> {
+    let mut taken = HashMap::with_capacity(wanted.len());
+    let mut left: Vec<&TokensWanted> = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        if !left.iter().any(|l| l.destination == w.destination) {
+            left.push(w);
+        }
+    }
     // The first take of a destination creates its bucket, which the same statement cannot see
     // yet: the second take finds it.
     for _ in 0..2 {
-        let row: Option<(i32, f64)> = sqlx::query_as(sql::RATE_TAKE)
-            .bind(destination)
-            .bind(i32::try_from(n).unwrap_or(i32::MAX))
-            .bind(per_second)
-            .bind(burst)
-            .fetch_optional(db)
-            .await?;
-        if let Some((taken, wait)) = row {
-            let wait = Duration::from_secs_f64(wait.clamp(0.0, 3600.0));
-            return Ok((usize::try_from(taken).unwrap_or(0), wait));
+        if left.is_empty() {
+            break;
         }
+        let rows: Vec<(String, i32, f64)> = sqlx::query_as(sql::RATE_TAKE)
+            .bind(
+                left.iter()
+                    .map(|w| w.destination.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                left.iter()
+                    .map(|w| i32::try_from(w.n).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(left.iter().map(|w| w.per_second).collect::<Vec<_>>())
+            .bind(left.iter().map(|w| w.burst).collect::<Vec<_>>())
+            .fetch_all(db)
+            .await?;
+        for (destination, n, wait) in rows {
+            let wait = Duration::from_secs_f64(wait.clamp(0.0, 3600.0));
+            taken.insert(destination, (usize::try_from(n).unwrap_or(0), wait));
+        }
+        left.retain(|w| !taken.contains_key(&w.destination));
     }
-    Ok((0, Duration::from_millis(100)))
+    for w in left {
+        taken.insert(w.destination.clone(), (0, Duration::from_millis(100)));
+    }
+    Ok(taken)
 }
 
 /// Pauses `destination` for every worker for `delay` (a 429 or 503 with Retry-After).

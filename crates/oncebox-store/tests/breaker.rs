@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::NewIntent;
-use oncebox_store::breaker::{answered, claim_probe, disable, enable, failed, park, states};
+use oncebox_store::breaker::{
+    TokensWanted, answered, claim_probe, disable, enable, failed, park, states, take_tokens,
+};
 use oncebox_store::{Intake, Lease, Phase, claim};
 use serde_json::json;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -208,4 +210,60 @@ async fn a_parked_delivery_waits_no_longer_than_its_deadline(pool: PgPool) {
         (20.0..=30.0).contains(&wait),
         "ready at its deadline, in {wait} s"
     );
+}
+
+fn wanted(destination: &str, n: usize, per_second: f64, burst: f64) -> TokensWanted {
+    TokensWanted {
+        destination: destination.to_owned(),
+        n,
+        per_second,
+        burst,
+    }
+}
+
+/// One take serves every destination of a batch: each bucket is created full on its first
+/// take, gives what it holds, and says how long until more; a destination named twice counts
+/// once.
+#[sqlx::test(migrations = "../../migrations")]
+async fn one_take_serves_every_destination_of_a_batch(pool: PgPool) {
+    let batch = [
+        wanted("a", 3, 1.0, 5.0),
+        wanted("b", 10, 1.0, 4.0),
+        wanted("a", 99, 1.0, 5.0),
+    ];
+    let first = take_tokens(&pool, &batch).await.expect("take");
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(first["a"].0, 3, "a's first of its 5");
+    assert_eq!(first["b"].0, 4, "b's whole burst");
+    assert!(
+        first["b"].1 > Duration::from_millis(500),
+        "b is empty: {first:?}"
+    );
+    let second = take_tokens(&pool, &batch).await.expect("take again");
+    assert_eq!(second["a"].0, 2, "what a had left");
+    assert_eq!(second["b"].0, 0, "nothing refilled yet");
+}
+
+/// Workers taking tokens of the same destinations, each batch naming them in another order,
+/// never deadlock: the statement locks the buckets in name order.
+#[sqlx::test(migrations = "../../migrations")]
+async fn takes_of_overlapping_destinations_do_not_deadlock(pool: PgPool) {
+    let names: Vec<String> = (0..20).map(|i| format!("d{i:02}")).collect();
+    let mut tasks = Vec::new();
+    for reversed in [false, true, false, true] {
+        let (pool, mut names) = (pool.clone(), names.clone());
+        if reversed {
+            names.reverse();
+        }
+        tasks.push(tokio::spawn(async move {
+            let batch: Vec<TokensWanted> = names.iter().map(|d| wanted(d, 1, 1e6, 1e6)).collect();
+            for _ in 0..50 {
+                take_tokens(&pool, &batch).await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task").expect("no deadlock");
+    }
 }

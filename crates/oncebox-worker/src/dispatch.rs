@@ -10,6 +10,7 @@ use oncebox_core::config::{IdempotencyMode, RateLimitSettings};
 use oncebox_core::retry::RetryAfter;
 use oncebox_core::{AttemptError, AttemptKind, DeliveryOutcome, Status};
 use oncebox_delivery::DeliveryRequest;
+use oncebox_store::breaker::TokensWanted;
 use oncebox_store::{ClaimedRow, Completion, Lease, Next, Phase, Report};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -260,25 +261,36 @@ async fn within_rates(ctx: &Context, rows: Vec<ClaimedRow>) -> Vec<ClaimedRow> {
             None => out.push(row),
         }
     }
+    if limited.is_empty() {
+        return out;
+    }
+    let wanted: Vec<TokensWanted> = limited
+        .iter()
+        .map(|(name, (limit, rows))| TokensWanted {
+            destination: name.clone(),
+            n: rows.len(),
+            per_second: limit.per_second,
+            burst: limit.burst(),
+        })
+        .collect();
+    let mut taken = match oncebox_store::breaker::take_tokens(&ctx.pool, &wanted).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "taking rate tokens failed");
+            HashMap::new()
+        }
+    };
+    let (mut deferred, mut waits) = (Vec::new(), Vec::new());
     for (name, (limit, rows)) in limited {
-        let (rate, burst) = (limit.per_second, limit.burst());
-        let taken = oncebox_store::breaker::take_tokens(&ctx.pool, &name, rows.len(), rate, burst);
-        let (n, wait) = match taken.await {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, destination = %name, "taking rate tokens failed");
-                (0, Duration::from_secs(1))
-            }
-        };
+        let (n, wait) = taken.remove(&name).unwrap_or((0, Duration::from_secs(1)));
         let mut rows = rows.into_iter();
         out.extend(rows.by_ref().take(n));
-        let rest: Vec<ClaimedRow> = rows.collect();
-        let leases: Vec<Lease> = rest.iter().map(|r| r.lease).collect();
-        let waits: Vec<Duration> = (0..rest.len())
-            .map(|i| wait + Duration::from_secs_f64(i as f64 / rate))
-            .collect();
-        defer_all(ctx, &leases, &waits).await;
+        for (i, row) in rows.enumerate() {
+            deferred.push(row.lease);
+            waits.push(wait + Duration::from_secs_f64(i as f64 / limit.per_second));
+        }
     }
+    defer_all(ctx, &deferred, &waits).await;
     out
 }
 
