@@ -570,15 +570,32 @@ pub async fn mark_restored(db: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> 
         .rows_affected())
 }
 
-/// Removes terminal intents completed more than `older_than` ago, with their retry reports.
+/// Terminal intents one purge statement removes at most: its own transaction, a second or so.
+pub const PURGE_BATCH: i64 = 10_000;
+
+/// Removes terminal intents completed more than `older_than` ago, with their retry reports, in
+/// batches of [`PURGE_BATCH`] (each its own transaction, oldest first) until none is left: a
+/// journal of any size is purged without a statement that outlasts the statement timeout or
+/// a snapshot that holds vacuum back. Returns how many were removed; on an error, those
+/// removed before it stay removed.
 ///
 /// # Errors
 /// The database's error.
-pub async fn purge(db: impl PgExecutor<'_>, older_than: Duration) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(sql::OPS_PURGE)
-        .bind(older_than.as_secs_f64())
-        .fetch_one(db)
-        .await
+pub async fn purge(pool: &sqlx::PgPool, older_than: Duration) -> Result<i64, sqlx::Error> {
+    let (mut removed, mut from) = (0, None::<DateTime<Utc>>);
+    loop {
+        let (n, newest): (i64, Option<DateTime<Utc>>) = sqlx::query_as(sql::OPS_PURGE)
+            .bind(older_than.as_secs_f64())
+            .bind(PURGE_BATCH)
+            .bind(from)
+            .fetch_one(pool)
+            .await?;
+        removed += n;
+        if n < PURGE_BATCH {
+            return Ok(removed);
+        }
+        from = newest;
+    }
 }
 
 /// Counts for `ops stats`.

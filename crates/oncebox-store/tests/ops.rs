@@ -207,3 +207,37 @@ async fn every_decision_writes_an_audit_row_in_its_own_transaction(pool: PgPool)
     assert_eq!(attempts(review).await, 0);
     assert_eq!(attempts(failed).await, failed_attempts);
 }
+
+/// A purge goes on batch after batch until nothing old is left (oldest first), and removes
+/// nothing younger than the retention nor anything not terminal, however old.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_purge_removes_every_batch_of_old_intents_and_nothing_else(pool: PgPool) {
+    let old = ops::PURGE_BATCH * 2 + 7;
+    // Terminal intents completed 40 days ago (beyond a 30-day retention), one day ago (within
+    // it), and pending ones created 40 days ago.
+    sqlx::query(
+        "INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload,
+                                      status, created_at, updated_at, completed_at)
+         SELECT 't', k || g, 'a', repeat('0', 64), '{}', s::oncebox.intent_status, at, at,
+                CASE WHEN s = 'pending' THEN NULL ELSE at END
+         FROM (VALUES ('old-', $1::bigint, 'succeeded', now() - interval '40 days'),
+                      ('young-', 5, 'failed', now() - interval '1 day'),
+                      ('waiting-', 5, 'pending', now() - interval '40 days')) AS v(k, n, s, at),
+              generate_series(1, n) g",
+    )
+    .bind(old)
+    .execute(&pool)
+    .await
+    .expect("journal");
+    let purged = ops::purge(&pool, std::time::Duration::from_secs(30 * 86_400))
+        .await
+        .expect("purge");
+    assert_eq!(purged, old, "every old terminal intent, over three batches");
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT split_part(idempotency_key, '-', 1) FROM oncebox.intents ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("left");
+    assert_eq!(left, ["waiting", "young"]);
+}

@@ -42,8 +42,9 @@ pub(crate) enum Command {
     /// before and after — newest first.
     Audit(audit::Args),
     /// Remove terminal intents completed longer ago than --older-than (default 30d, at least
-    /// 1d), with their history. Non-terminal intents are never removed. A purged key can be
-    /// used again: keep retention longer than any agent's retry window.
+    /// 1d), with their history, oldest first in batches of 10,000 (each its own transaction).
+    /// Non-terminal intents are never removed. A purged key can be used again: keep retention
+    /// longer than any agent's retry window.
     Purge(purge::Args),
     /// Counts by status, outbox rows by phase, age of the oldest ready row, and dead-letter queue
     /// depths read from RabbitMQ (with AMQP_URL).

@@ -24,7 +24,7 @@ pub(crate) struct Args {
     pub(crate) older_than: HumanDuration,
 }
 
-/// Removes terminal intents older than the retention, with their history.
+/// Removes terminal intents older than the retention, with their history, in batches.
 pub(crate) async fn run(a: Args, json_out: bool) -> CliResult {
     let older_than = a.older_than.get();
     if older_than < MIN_RETENTION {
