@@ -34,6 +34,8 @@ pub(crate) struct Chart {
     pub(crate) x_desc: &'static str,
     /// What the y axis measures.
     pub(crate) y_desc: &'static str,
+    /// The legend at the right's middle, not its lower corner (where lines would run under it).
+    pub(crate) legend_mid: bool,
 }
 
 const WIDTH: u32 = 1100;
@@ -147,7 +149,10 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
         .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
     }
     ctx.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(match chart.legend_mid {
+            true => SeriesLabelPosition::MiddleRight,
+            false => SeriesLabelPosition::LowerRight,
+        })
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
@@ -189,6 +194,7 @@ mod tests {
             title: "test".into(),
             x_desc: "x",
             y_desc: "y",
+            legend_mid: false,
             series: vec![
                 Series {
                     label: "p50, 1 worker".into(),

@@ -187,6 +187,27 @@ pub(crate) struct Drain {
     pub(crate) cpu: Option<CpuUse>,
 }
 
+/// Writes a backlog of `n` ready intents directly with SQL, spread over `tenants` tenants and
+/// `actions` actions (`noop` when one, `noop-0`… otherwise): what a drain is measured on.
+pub(crate) async fn fill_backlog(
+    pool: &PgPool,
+    n: usize,
+    (tenants, actions): (u32, u32),
+) -> anyhow::Result<()> {
+    sqlx::query(queries::BACKLOG)
+        .bind(i64::try_from(n).unwrap_or(i64::MAX))
+        .bind(i64::from(tenants))
+        .bind(i64::from(actions))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Fresh statistics and a checkpoint after a fill, before a clock starts.
+pub(crate) async fn settle(pool: &PgPool) -> anyhow::Result<()> {
+    run_script(pool, queries::SETTLE).await
+}
+
 /// [`drain_backlog`] of `n` intents over `tenants` tenants, also returning the WAL the drain wrote — the server's WAL position before
 /// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
 /// run meanwhile) — the CPU it used, and, with `count_rows`, the rows it wrote per table
@@ -200,22 +221,33 @@ pub(crate) async fn drain_measured(
     count_rows: bool,
 ) -> anyhow::Result<(Drain, Running)> {
     let before_fill = table_writes(pool).await?;
-    sqlx::query(queries::BACKLOG)
-        .bind(i64::try_from(n).unwrap_or(i64::MAX))
-        .bind(i64::from(tenants))
-        .execute(pool)
-        .await?;
-    run_script(pool, queries::SETTLE).await?;
-    let ready_tenants: i64 = sqlx::query_scalar(queries::READY_TENANTS)
-        .fetch_one(pool)
-        .await?;
+    fill_backlog(pool, n, (tenants, 1)).await?;
+    settle(pool).await?;
     let at_start = match count_rows {
         true => {
             writes_since(pool, &before_fill, n, ("intents", |w| w.inserted)).await?;
-            table_writes(pool).await?
+            Some(table_writes(pool).await?)
         }
-        false => BTreeMap::new(),
+        false => None,
     };
+    drain_settled(pool, routes, concurrency, n, at_start).await
+}
+
+/// Drains the `n` intents already in the outbox (filled and settled) with a worker started now,
+/// measuring as [`drain_measured`] does; with `rows_at_start`, also the rows written since.
+pub(crate) async fn drain_settled(
+    pool: &PgPool,
+    routes: &Routes,
+    concurrency: u32,
+    n: usize,
+    rows_at_start: Option<BTreeMap<String, Writes>>,
+) -> anyhow::Result<(Drain, Running)> {
+    let ready_tenants: i64 = sqlx::query_scalar(queries::READY_TENANTS)
+        .fetch_one(pool)
+        .await?;
+    let succeeded_before: i64 = sqlx::query_scalar(queries::SUCCEEDED)
+        .fetch_one(pool)
+        .await?;
     let wal_start = wal_position(pool).await?;
     let cpu_start = CpuReading::now();
     let started = Instant::now();
@@ -229,16 +261,17 @@ pub(crate) async fn drain_measured(
         from: wal_start,
         to: wal_position(pool).await?,
     };
-    let succeeded: i64 = sqlx::query_scalar(queries::SUCCEEDED)
+    let succeeded: i64 = sqlx::query_scalar::<_, i64>(queries::SUCCEEDED)
         .fetch_one(pool)
-        .await?;
+        .await?
+        - succeeded_before;
     anyhow::ensure!(
         succeeded == n as i64,
         "backlog drained wrongly: {succeeded} of {n} intents succeeded"
     );
-    let writes = match count_rows {
-        true => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
-        false => BTreeMap::new(),
+    let writes = match rows_at_start {
+        Some(at_start) => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
+        None => BTreeMap::new(),
     };
     let drain = Drain {
         seconds,
@@ -336,16 +369,24 @@ pub(crate) fn sink_toml(url: &str, action_extra: &str, sink_extra: &str) -> Stri
 }
 
 /// Runs each statement of `script` on its own (VACUUM cannot run inside the implicit
-/// transaction of a multi-statement query); comment-only pieces are skipped.
+/// transaction of a multi-statement query), on one connection without a statement timeout (a
+/// VACUUM of a large table outlasts the pool's); comment-only pieces are skipped.
 pub(crate) async fn run_script(pool: &PgPool, script: &str) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
+    sqlx::raw_sql("SET statement_timeout = 0")
+        .execute(&mut *conn)
+        .await?;
     for statement in script
         .split(';')
         .map(str::trim)
         .filter(|s| !s.is_empty() && !s.lines().all(|l| l.starts_with("--")))
     {
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(pool)
+            .execute(&mut *conn)
             .await?;
     }
+    sqlx::raw_sql("RESET statement_timeout")
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }

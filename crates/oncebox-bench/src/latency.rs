@@ -482,6 +482,7 @@ fn chart_of(points: &[Point], seconds: u64) -> Chart {
         goals: GOALS.to_vec(),
         x_desc: "offered load, intents/s (saturation: at the rate achieved)",
         y_desc: "milliseconds, commit to arrival",
+        legend_mid: false,
     }
 }
 

@@ -62,10 +62,10 @@ enum What {
     /// Deliveries/s of per-key ordering lanes (one delivery in flight per lane) against the
     /// same intents unordered, in alternating rounds.
     Lanes(LanesArgs),
-    /// How a drain's cost per delivery grows along one axis — tenants with ready work, or the
-    /// backlog's size: each size drained by one in-process worker into a local no-op receiver,
-    /// in a scratch database of its own, sizes alternating round by round; printed as a table
-    /// and drawn as a PNG chart.
+    /// How the cost per intent grows along one axis — journal size, backlog, tenants with ready
+    /// work, ordering lanes, destinations: at each size, in a scratch database of its own,
+    /// submits and claims timed, then a drain by one in-process worker into a local no-op
+    /// receiver; sizes alternate round by round; printed as a table and drawn as a PNG chart.
     Scale(ScaleArgs),
 }
 
@@ -75,17 +75,24 @@ pub(crate) struct ScaleArgs {
     /// Postgres URL; the benchmark creates and drops a database per size beside it.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: String,
-    /// The axis grown: tenants (the same backlog spread over more tenants, each with ready
-    /// work) or backlog (more ready intents, of one tenant).
+    /// The axis grown: journal (terminal intents kept beside the backlog), backlog (ready
+    /// intents of one tenant), tenants (the backlog spread over more tenants, each with ready
+    /// work), lanes (the backlog submitted over more ordering lanes) or destinations (the
+    /// backlog spread over more destinations, each with a breaker and a rate limit).
     #[arg(long, value_enum)]
     axis: scale::Axis,
     /// Sizes along the axis, comma-separated, increasing; costs are compared to the first
-    /// [default: tenants 1,100,1000,10000; backlog 20000,200000,1000000].
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    /// [default: journal 0,1000000,10000000; backlog 20000,200000,1000000; tenants
+    /// 1,100,1000,10000; lanes 10,1000,100000; destinations 1,100,1000].
+    #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<u32>>,
-    /// Intents in each backlog along the tenants axis.
+    /// Intents in the backlog along every axis but the backlog's.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
     intents: u32,
+    /// Submits timed at each size, one intent per transaction through the library, before the
+    /// drain (which delivers them too).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    submits: u32,
     /// Worker tasks in flight at once (one in-process worker).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: u32,

@@ -28,3 +28,9 @@ pub(crate) const WAITING_WORKERS: &str = include_str!("../queries/waiting_worker
 pub(crate) const BETWEEN_POINTS: &str = include_str!("../queries/between_points.sql");
 /// Rows written so far per oncebox table.
 pub(crate) const TABLE_WRITES: &str = include_str!("../queries/table_writes.sql");
+/// A journal of `$1` terminal intents kept for retention.
+pub(crate) const JOURNAL: &str = include_str!("../queries/journal.sql");
+/// `$1` idle ordering lanes with a past.
+pub(crate) const IDLE_LANES: &str = include_str!("../queries/idle_lanes.sql");
+/// The purge as one statement (what the batched purge replaced), for comparison.
+pub(crate) const PURGE_ONE_STATEMENT: &str = include_str!("../queries/purge_one_statement.sql");

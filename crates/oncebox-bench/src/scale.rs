@@ -1,57 +1,187 @@
-//! `oncebox-bench scale`: how a drain's cost per delivery grows along one axis of the work —
-//! tenants with ready work, or the backlog's size — each size drained in a scratch database of
-//! its own by one in-process worker into the no-op receiver, sizes alternating round by round.
-//! Printed as a table (or JSON) and drawn as a PNG: microseconds of drain and of Postgres CPU
-//! per delivery against the size, both on log scales.
+//! `oncebox-bench scale`: how the cost per intent grows along one axis of the work — the
+//! journal kept for retention, the backlog, tenants with ready work, ordering lanes,
+//! destinations — each size in a scratch database of its own, sizes alternating round by round.
+//! At each size: submit p50/p99 (one intent per transaction, through the library), the claim
+//! statement's time, then a drain by one in-process worker into the no-op receiver (rate, WAL
+//! and Postgres CPU per delivery). Printed as a table (or JSON) and drawn as a PNG.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use oncebox_core::NewIntent;
+use oncebox_core::config::Config;
+use oncebox_store::{Intake, Phase, TenantCursor};
 use oncebox_worker::Routes;
 use serde_json::json;
+use sqlx::PgPool;
 
 use crate::ScaleArgs;
 use crate::chart::{Chart, Series};
-use crate::harness::{drain_measured, noop_sink};
+use crate::harness::{drain_settled, fill_backlog, noop_receiver, settle, sink_toml};
+use crate::queries;
 
 /// The axis a scale run grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Axis {
-    /// Tenants the same backlog (`--intents`) is spread over, each with ready work.
-    Tenants,
+    /// Terminal intents kept in the journal for retention, beside the same backlog.
+    Journal,
     /// Ready intents in the backlog, of one tenant.
     Backlog,
+    /// Tenants the same backlog is spread over, each with ready work.
+    Tenants,
+    /// Ordering lanes: the backlog submitted with ordering keys over this many lanes (at most
+    /// one per intent; the rest of the lane table idle lanes with a past).
+    Lanes,
+    /// Destinations, each with a circuit breaker and a rate limit, the backlog spread over
+    /// one action per destination.
+    Destinations,
 }
 
 impl Axis {
     /// The axis's name in reports and file names.
     fn name(self) -> &'static str {
         match self {
-            Axis::Tenants => "tenants",
+            Axis::Journal => "journal",
             Axis::Backlog => "backlog",
+            Axis::Tenants => "tenants",
+            Axis::Lanes => "lanes",
+            Axis::Destinations => "destinations",
+        }
+    }
+
+    /// What the axis counts, for the chart.
+    fn description(self) -> &'static str {
+        match self {
+            Axis::Journal => "intents in the journal (terminal ones kept, and the backlog)",
+            Axis::Backlog => "ready intents in the backlog",
+            Axis::Tenants => "tenants with ready work",
+            Axis::Lanes => "ordering lanes",
+            Axis::Destinations => "destinations (breaker and rate limit each)",
         }
     }
 
     /// The sizes measured when `--sizes` is not given.
     pub(crate) fn default_sizes(self) -> Vec<u32> {
         match self {
-            Axis::Tenants => vec![1, 100, 1_000, 10_000],
+            Axis::Journal => vec![0, 1_000_000, 10_000_000],
             Axis::Backlog => vec![20_000, 200_000, 1_000_000],
+            Axis::Tenants => vec![1, 100, 1_000, 10_000],
+            Axis::Lanes => vec![10, 1_000, 100_000],
+            Axis::Destinations => vec![1, 100, 1_000],
         }
     }
 }
 
-/// One drain at one size.
+/// How one size's backlog is spread: over tenants, actions (one destination each) and lanes.
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    intents: u32,
+    tenants: u32,
+    actions: u32,
+    /// Ordering lanes the backlog is submitted over; 0: no ordering keys.
+    lanes: u32,
+}
+
+impl Spread {
+    fn of(axis: Axis, size: u32, intents: u32) -> Spread {
+        let flat = Spread {
+            intents,
+            tenants: 1,
+            actions: 1,
+            lanes: 0,
+        };
+        match axis {
+            Axis::Journal => flat,
+            Axis::Backlog => Spread {
+                intents: size,
+                ..flat
+            },
+            Axis::Tenants => Spread {
+                tenants: size,
+                ..flat
+            },
+            Axis::Lanes => Spread {
+                lanes: size.min(intents),
+                ..flat
+            },
+            Axis::Destinations => Spread {
+                actions: size,
+                ..flat
+            },
+        }
+    }
+
+    /// The `i`th intent of the spread: its tenant, action and ordering key, as the backlog's
+    /// SQL names them.
+    fn intent(&self, key: String, i: u32) -> NewIntent {
+        let tenant = match self.tenants {
+            1 => "bench".to_owned(),
+            t => format!("bench-{}", i % t),
+        };
+        let action = match self.actions {
+            1 => "noop".to_owned(),
+            n => format!("noop-{}", i % n),
+        };
+        NewIntent {
+            ordering_key: (self.lanes > 0).then(|| format!("lane-{}", i % self.lanes)),
+            ..NewIntent::new(tenant, key, action, json!({"n": i}))
+        }
+    }
+}
+
+/// The configuration of one size: action `noop` (or `noop-0`… one per destination) delivering
+/// over HTTP to the receiver at `url`; along the destinations axis, each destination with a
+/// breaker and a rate limit high enough never to hold a delivery back.
+fn config_text(axis: Axis, spread: &Spread, url: &str) -> String {
+    if axis != Axis::Destinations {
+        return sink_toml(url, "", "");
+    }
+    let name = |i: u32| match spread.actions {
+        1 => "noop".to_owned(),
+        _ => format!("noop-{i}"),
+    };
+    (0..spread.actions)
+        .map(|i| {
+            format!(
+                "[actions.{a}]\ndestination = \"d{i}\"\n[destinations.d{i}]\nkind = \"http\"\n\
+                 url = \"{url}\"\nidempotency = \"key\"\ntimeout = \"5s\"\n\
+                 [destinations.d{i}.breaker]\nfailures = 5\ncool_down = \"30s\"\n\
+                 [destinations.d{i}.rate_limit]\nper_second = 100000\nburst = 10000\n",
+                a = name(i)
+            )
+        })
+        .collect()
+}
+
+/// One size measured.
 #[derive(Debug, Clone, serde::Serialize)]
 struct Measured {
     size: u32,
+    /// Intents drained: the backlog and the submits timed before it.
     intents: u32,
     /// Tenants with ready work when the drain started, counted in the outbox.
     tenants: i64,
+    submit_p50_ms: f64,
+    submit_p99_ms: f64,
+    /// WAL written by the timed submits, per submit (right after a checkpoint: each page's
+    /// first change writes its full image).
+    wal_bytes_per_submit: f64,
+    /// The median claim statement (up to the worker's 100 rows), timed before the drain.
+    claim_ms: f64,
+    /// Rows the timed claims leased, on average.
+    rows_per_claim: f64,
     deliveries_per_second: f64,
     wal_bytes_per_delivery: f64,
     /// Postgres's CPU per delivery (Linux only).
     postgres_cpu_ms_per_delivery: Option<f64>,
+    /// Along the journal axis, after the drain: `oncebox ops purge --older-than 5d`, which
+    /// removes a sixth of the kept intents in batches — milliseconds per 1,000 removed, and how
+    /// many.
+    purge_ms_per_1000: Option<f64>,
+    purged: i64,
+    /// The same purge as one statement, timed first in a transaction rolled back: its whole
+    /// milliseconds (the pool's statement timeout would stop it at 30,000).
+    purge_one_statement_ms: Option<f64>,
 }
 
 /// Runs the scale benchmark.
@@ -61,6 +191,10 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
         sizes.windows(2).all(|w| w[0] < w[1]),
         "--sizes must be increasing: {sizes:?}"
     );
+    anyhow::ensure!(
+        a.axis == Axis::Journal || sizes.first().is_some_and(|&s| s > 0),
+        "--sizes: only the journal axis has a size 0"
+    );
     let mut rounds: Vec<Vec<Measured>> = Vec::new();
     for round in 0..a.rounds {
         let mut this = Vec::new();
@@ -68,10 +202,12 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
             let m = measure(&a, size).await?;
             if !json_out {
                 eprintln!(
-                    "round {}: {} {size}: {:.0} deliveries/s",
+                    "round {}: {} {size}: {:.0} deliveries/s, submit p50 {:.2} ms, claim {:.2} ms",
                     round + 1,
                     a.axis.name(),
-                    m.deliveries_per_second
+                    m.deliveries_per_second,
+                    m.submit_p50_ms,
+                    m.claim_ms
                 );
             }
             this.push(m);
@@ -89,42 +225,193 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Drains one backlog of `size` along the axis, in a scratch database of its own.
+/// Measures one size along the axis, in a scratch database of its own: the standing state
+/// (journal, idle lanes) and the backlog written, submits timed, claims timed, the drain.
 async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
     let what = format!("scale_{}_{size}", a.axis.name());
     crate::in_scratch(&a.database_url, &what, async |scratch| {
-        let (receiver, config) = noop_sink("", "").await?;
+        let spread = Spread::of(a.axis, size, a.intents);
+        let receiver = noop_receiver().await?;
+        let config = Config::from_toml(&config_text(a.axis, &spread, &receiver.url()))?;
         let routes = Routes::from_config(&config, None)?;
+        let intake = Intake::new(&config, None)?;
         let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
-        let (intents, tenants) = match a.axis {
-            Axis::Tenants => (a.intents, size),
-            Axis::Backlog => (size, 1),
-        };
-        let (drained, worker) = drain_measured(
-            &pool,
-            &routes,
-            a.concurrency,
-            (intents as usize, tenants),
-            false,
-        )
-        .await?;
+        standing_state(&pool, a.axis, size, &spread).await?;
+        match spread.lanes {
+            0 => {
+                fill_backlog(
+                    &pool,
+                    spread.intents as usize,
+                    (spread.tenants, spread.actions),
+                )
+                .await?
+            }
+            _ => submit_lanes(&pool, &intake, &spread).await?,
+        }
+        settle(&pool).await?;
+        let wal_before_submits = crate::harness::wal_position(&pool).await?;
+        let submits = time_submits(&pool, &intake, &spread, a.submits).await?;
+        let submit_wal = crate::harness::wal_since(&pool, &wal_before_submits).await?;
+        let (claim_ms, rows_per_claim) = time_claims(&pool).await?;
+        let n = spread.intents + a.submits;
+        let (drained, worker) =
+            drain_settled(&pool, &routes, a.concurrency, n as usize, None).await?;
         worker.stop().await?;
+        let (purge_ms_per_1000, purged, purge_one_statement_ms) = match a.axis {
+            Axis::Journal if size > 0 => {
+                let one_statement = time_one_statement_purge(&pool).await?;
+                let started = Instant::now();
+                let purged =
+                    oncebox_store::ops::purge(&pool, Duration::from_secs(5 * 86_400)).await?;
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                let per_1000 = ms * 1000.0 / purged.max(1) as f64;
+                (Some(per_1000), purged, Some(one_statement))
+            }
+            _ => (None, 0, None),
+        };
         anyhow::ensure!(
-            receiver.effects().len() == intents as usize,
-            "backlog drained wrongly: {} effects for {intents} intents",
+            receiver.effects().len() == n as usize,
+            "backlog drained wrongly: {} effects for {n} intents",
             receiver.effects().len()
         );
-        let per = |total: f64| total / f64::from(intents);
+        let per = |total: f64| total / f64::from(n);
         Ok(Measured {
             size,
-            intents,
+            intents: n,
             tenants: drained.tenants,
-            deliveries_per_second: f64::from(intents) / drained.seconds,
+            submit_p50_ms: quantile(&submits, 0.5),
+            submit_p99_ms: quantile(&submits, 0.99),
+            wal_bytes_per_submit: submit_wal / f64::from(a.submits),
+            claim_ms,
+            rows_per_claim,
+            deliveries_per_second: f64::from(n) / drained.seconds,
             wal_bytes_per_delivery: per(drained.wal.bytes),
             postgres_cpu_ms_per_delivery: drained.cpu.map(|c| c.postgres_ms_per_unit),
+            purge_ms_per_1000,
+            purged,
+            purge_one_statement_ms,
         })
     })
     .await
+}
+
+/// What stands in the database before the backlog: the journal's terminal intents, or the lane
+/// table's idle lanes beyond those the backlog uses.
+async fn standing_state(
+    pool: &PgPool,
+    axis: Axis,
+    size: u32,
+    spread: &Spread,
+) -> anyhow::Result<()> {
+    let (statement, rows) = match axis {
+        Axis::Journal => (queries::JOURNAL, size),
+        Axis::Lanes => (queries::IDLE_LANES, size - spread.lanes),
+        _ => return Ok(()),
+    };
+    if rows > 0 {
+        // A fill of millions of rows outlasts the pool's statement timeout.
+        let mut tx = pool.begin().await?;
+        sqlx::query("SET LOCAL statement_timeout = 0")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(statement)
+            .bind(i64::from(rows))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// Submits the backlog through the library, 500 intents to a transaction, lane by lane in
+/// turn: ordered intents need their lane's numbering, which only the submit does.
+async fn submit_lanes(pool: &PgPool, intake: &Intake, spread: &Spread) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    for i in 0..spread.intents {
+        intake
+            .submit(&mut tx, spread.intent(format!("backlog-{i}"), i))
+            .await?;
+        if i % 500 == 499 {
+            tx.commit().await?;
+            tx = pool.begin().await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Submits `n` intents through the library, one per transaction, spread as the backlog is;
+/// returns each submit's milliseconds, begin to commit.
+async fn time_submits(
+    pool: &PgPool,
+    intake: &Intake,
+    spread: &Spread,
+    n: u32,
+) -> anyhow::Result<Vec<f64>> {
+    let mut took = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let intent = spread.intent(format!("timed-{i}"), i);
+        let started = Instant::now();
+        let mut tx = pool.begin().await?;
+        intake.submit(&mut tx, intent).await?;
+        tx.commit().await?;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(took)
+}
+
+/// Times the purge of intents older than 5 days as one statement, without a timeout, in a
+/// transaction rolled back after: milliseconds.
+async fn time_one_statement_purge(pool: &PgPool) -> anyhow::Result<f64> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL statement_timeout = 0")
+        .execute(&mut *tx)
+        .await?;
+    let started = Instant::now();
+    sqlx::query(queries::PURGE_ONE_STATEMENT)
+        .bind(5.0 * 86_400.0)
+        .execute(&mut *tx)
+        .await?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    tx.rollback().await?;
+    Ok(ms)
+}
+
+/// Times the worker's claim statement (up to 100 rows) on a claimer's own session, 20 claims
+/// after one to warm the plan, in a transaction rolled back after: nothing stays leased. Returns
+/// the median milliseconds and the rows per claim.
+async fn time_claims(pool: &PgPool) -> anyhow::Result<(f64, f64)> {
+    use sqlx::Connection;
+    let mut session = oncebox_store::claim_session(pool).await?;
+    let mut tx = session.begin().await?;
+    let (mut took, mut rows) = (Vec::new(), 0usize);
+    let mut cursor = TenantCursor::default();
+    for k in 0..21 {
+        let started = Instant::now();
+        let claimed = oncebox_store::claim(
+            &mut *tx,
+            Phase::Deliver,
+            "scale-probe",
+            100,
+            Duration::from_secs(30),
+            &mut cursor,
+        )
+        .await?;
+        if k > 0 {
+            took.push(started.elapsed().as_secs_f64() * 1e3);
+            rows += claimed.len();
+        }
+    }
+    tx.rollback().await?;
+    let claims = took.len() as f64;
+    Ok((quantile(&took, 0.5), rows as f64 / claims))
+}
+
+/// Nearest-rank quantile `p` (0–1) of `of`, in any order; 0 when empty.
+fn quantile(of: &[f64], p: f64) -> f64 {
+    let mut sorted = of.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    crate::stats::percentile(&sorted, p).unwrap_or(0.0)
 }
 
 /// The round whose drain rate is the median of `of`'s.
@@ -159,13 +446,18 @@ fn print(a: &ScaleArgs, medians: &[Measured]) {
         a.chart.display()
     );
     println!(
-        "  {:>10} {:>9} {:>9} {:>14} {:>12} {:>16} {:>10}",
+        "  {:>12} {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>12} {:>10} {:>12} {:>7}",
         a.axis.name(),
         "intents",
         "tenants",
+        "submit p50",
+        "submit p99",
+        "WAL B/sub",
+        "claim ms",
+        "rows/cl",
         "deliveries/s",
         "WAL B/dlv",
-        "Postgres ms/dlv",
+        "PG ms/dlv",
         "cost ×"
     );
     for (m, ratio) in medians.iter().zip(cost_ratios(medians)) {
@@ -173,34 +465,49 @@ fn print(a: &ScaleArgs, medians: &[Measured]) {
             .postgres_cpu_ms_per_delivery
             .map_or("-".into(), |c| format!("{c:.3}"));
         println!(
-            "  {:>10} {:>9} {:>9} {:>14.0} {:>12.0} {:>16} {:>10.2}",
+            "  {:>12} {:>8} {:>8} {:>10.2} {:>10.2} {:>9.0} {:>9.2} {:>9.1} {:>12.0} {:>10.0} {:>12} {:>7.2}",
             m.size,
             m.intents,
             m.tenants,
+            m.submit_p50_ms,
+            m.submit_p99_ms,
+            m.wal_bytes_per_submit,
+            m.claim_ms,
+            m.rows_per_claim,
             m.deliveries_per_second,
             m.wal_bytes_per_delivery,
             cpu,
             ratio
         );
     }
+    for m in medians.iter().filter(|m| m.purged > 0) {
+        println!(
+            "  purge at {}: {} intents removed in batches, {:.1} ms per 1,000; as one statement {:.0} ms",
+            m.size,
+            m.purged,
+            m.purge_ms_per_1000.unwrap_or(0.0),
+            m.purge_one_statement_ms.unwrap_or(0.0)
+        );
+    }
 }
 
-/// The chart: microseconds of drain per delivery, and of Postgres CPU per delivery, against
-/// the size.
+/// The chart, in microseconds against the size: the drain per delivery, Postgres's CPU per
+/// delivery, the submit's median and the claim statement's. The journal's size is drawn as
+/// every intent in it (the kept ones and the backlog), so that its size 0 has a place on the log
+/// scale.
 fn draw(a: &ScaleArgs, medians: &[Measured]) -> anyhow::Result<()> {
     let font = std::fs::read(&a.font)
         .map_err(|e| anyhow::anyhow!("cannot read the chart's font {}: {e}", a.font.display()))?;
-    let drain: Vec<(f64, f64)> = medians
-        .iter()
-        .map(|m| (f64::from(m.size), 1e6 / m.deliveries_per_second))
-        .collect();
-    let cpu: Vec<(f64, f64)> = medians
-        .iter()
-        .filter_map(|m| {
-            m.postgres_cpu_ms_per_delivery
-                .map(|c| (f64::from(m.size), c * 1000.0))
-        })
-        .collect();
+    let x = |m: &Measured| match a.axis {
+        Axis::Journal => f64::from(m.size) + f64::from(m.intents),
+        _ => f64::from(m.size),
+    };
+    let points = |y: &dyn Fn(&Measured) -> Option<f64>| -> Vec<(f64, f64)> {
+        medians
+            .iter()
+            .filter_map(|m| y(m).map(|v| (x(m), v)))
+            .collect()
+    };
     let line = |label: &str, points: Vec<(f64, f64)>, workers: u32, tail: bool| Series {
         label: label.into(),
         points,
@@ -210,19 +517,39 @@ fn draw(a: &ScaleArgs, medians: &[Measured]) -> anyhow::Result<()> {
     };
     let chart = Chart {
         title: format!(
-            "oncebox drain cost per delivery by {} (one worker, no-op HTTP receiver)",
+            "oncebox cost per intent by {} (one worker, no-op HTTP receiver)",
             a.axis.name()
         ),
         series: vec![
-            line("drain, µs per delivery", drain, 1, false),
-            line("Postgres CPU, µs per delivery", cpu, 2, true),
+            line(
+                "drain, µs per delivery",
+                points(&|m| Some(1e6 / m.deliveries_per_second)),
+                1,
+                false,
+            ),
+            line(
+                "Postgres CPU, µs per delivery",
+                points(&|m| m.postgres_cpu_ms_per_delivery.map(|c| c * 1e3)),
+                2,
+                true,
+            ),
+            line(
+                "submit p50, µs",
+                points(&|m| Some(m.submit_p50_ms * 1e3)),
+                3,
+                false,
+            ),
+            line(
+                "claim statement, µs",
+                points(&|m| Some(m.claim_ms * 1e3)),
+                4,
+                true,
+            ),
         ],
         goals: Vec::new(),
-        x_desc: match a.axis {
-            Axis::Tenants => "tenants with ready work",
-            Axis::Backlog => "ready intents in the backlog",
-        },
-        y_desc: "microseconds per delivery",
+        x_desc: a.axis.description(),
+        y_desc: "microseconds",
+        legend_mid: true,
     };
     crate::chart::draw(&chart, Path::new(&a.chart), font)
 }

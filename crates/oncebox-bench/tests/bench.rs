@@ -151,7 +151,7 @@ fn bench_deliver_spreads_its_backlog_over_tenants() {
 fn bench_scale_reports_each_size_and_draws_its_chart() {
     let chart = std::env::temp_dir().join(format!("oncebox-scale-{}.png", std::process::id()));
     let r = report(&format!(
-        "scale --axis tenants --sizes 1,9 --intents 300 --concurrency 32 --chart {}",
+        "scale --axis tenants --sizes 1,9 --intents 300 --submits 20 --concurrency 32 --chart {}",
         chart.display()
     ));
     let points = r["points"].as_array().expect("points");
@@ -161,9 +161,12 @@ fn bench_scale_reports_each_size_and_draws_its_chart() {
         .collect();
     assert_eq!(tenants, [1, 9], "{r}");
     assert!(
-        points
-            .iter()
-            .all(|p| p["deliveries_per_second"].as_f64() > Some(0.0)),
+        points.iter().all(|p| {
+            p["deliveries_per_second"].as_f64() > Some(0.0)
+                && p["intents"] == 320
+                && p["submit_p50_ms"].as_f64() > Some(0.0)
+                && p["claim_ms"].as_f64() > Some(0.0)
+        }),
         "{r}"
     );
     assert_eq!(r["cost_ratio_to_smallest"][0], 1.0, "{r}");
@@ -173,6 +176,43 @@ fn bench_scale_reports_each_size_and_draws_its_chart() {
     let o = bench(&["scale", "--axis", "backlog", "--sizes", "200,100"]);
     assert_ne!(code(&o), 0);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
+    let o = bench(&["scale", "--axis", "tenants", "--sizes", "0,10"]);
+    assert_ne!(code(&o), 0);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("size 0"));
+}
+
+/// The other axes run whole at small sizes: a journal kept beside the backlog (and purged by
+/// the batched purge after the drain: a sixth of it is older than five days), ordered intents
+/// over lanes with idle lanes beyond them, and one action per destination with breakers and
+/// rate limits.
+#[test]
+fn bench_scale_runs_the_journal_lanes_and_destinations_axes() {
+    let chart = std::env::temp_dir().join(format!("oncebox-scale-axes-{}.png", std::process::id()));
+    for (axis, sizes) in [
+        ("journal", "0,600"),
+        ("lanes", "3,400"),
+        ("destinations", "1,3"),
+    ] {
+        let r = report(&format!(
+            "scale --axis {axis} --sizes {sizes} --intents 300 --submits 20 --concurrency 32 \
+             --chart {}",
+            chart.display()
+        ));
+        let points = r["points"].as_array().expect("points");
+        assert_eq!(points.len(), 2, "{r}");
+        assert!(
+            points
+                .iter()
+                .all(|p| p["intents"] == 320 && p["deliveries_per_second"].as_f64() > Some(0.0)),
+            "{r}"
+        );
+        if axis == "journal" {
+            assert_eq!(points[0]["purged"], 0, "{r}");
+            let purged = points[1]["purged"].as_i64().expect("purged");
+            assert!((80..=120).contains(&purged), "a sixth of 600: {r}");
+        }
+    }
+    let _ = std::fs::remove_file(&chart);
 }
 
 #[test]
