@@ -73,6 +73,14 @@ fn prepare(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<((f64, f
     ))
 }
 
+/// Where `chart`'s legend goes.
+fn legend_position(chart: &Chart) -> SeriesLabelPosition {
+    match chart.legend_mid {
+        true => SeriesLabelPosition::MiddleRight,
+        false => SeriesLabelPosition::LowerRight,
+    }
+}
+
 /// Draws `chart` into the PNG at `path` (its directory is created), with `font` (a TTF file's
 /// bytes) for every text.
 ///
@@ -149,10 +157,7 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
         .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
     }
     ctx.configure_series_labels()
-        .position(match chart.legend_mid {
-            true => SeriesLabelPosition::MiddleRight,
-            false => SeriesLabelPosition::LowerRight,
-        })
+        .position(legend_position(chart))
         .label_font(("sans-serif", 15))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
