@@ -46,7 +46,8 @@ fn colour(workers: u32) -> RGBColor {
         1 => RGBColor(31, 119, 180),
         2 => RGBColor(214, 39, 40),
         3 => RGBColor(44, 160, 44),
-        _ => RGBColor(148, 103, 189),
+        4 => RGBColor(148, 103, 189),
+        _ => RGBColor(255, 127, 14),
     }
 }
 

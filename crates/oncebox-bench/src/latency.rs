@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -71,6 +72,24 @@ pub(crate) struct Point {
     /// CPU time the Postgres server's processes spent per intent, in milliseconds (Linux's
     /// /proc; `None` elsewhere).
     pub(crate) postgres_cpu_ms_per_intent: Option<f64>,
+}
+
+/// The `i`th intent of a point, given its key.
+pub(crate) type IntentOf = Arc<dyn Fn(String, usize) -> NewIntent + Send + Sync>;
+
+/// How one point is offered: its warm-up, its measured window, its submitters and what each
+/// intent is.
+#[derive(Clone)]
+pub(crate) struct Offer {
+    /// Milliseconds submitted at the point's rate before measuring starts.
+    pub(crate) warmup_ms: u64,
+    /// Seconds measured (longer at low rates, until `min_samples` intents).
+    pub(crate) seconds: u64,
+    pub(crate) min_samples: u32,
+    /// Submitting tasks, each with one transaction per intent.
+    pub(crate) submitters: u32,
+    /// The point's `i`th intent, given its key.
+    pub(crate) intent: IntentOf,
 }
 
 /// Runs the benchmark in a scratch database of its own.
@@ -160,6 +179,13 @@ async fn measure(a: &LatencyArgs, bin: &Path, url: &str) -> anyhow::Result<Vec<P
     std::fs::write(&config_file, toml).context("writing the worker config")?;
     let intake = Intake::new(&config, None).context("the benchmark's actions hash nothing")?;
     let pool = oncebox_store::connect_worker(url, a.submitters + 4, Duration::from_secs(5)).await?;
+    let offer = Offer {
+        warmup_ms: a.warmup_ms,
+        seconds: a.seconds,
+        min_samples: a.min_samples,
+        submitters: a.submitters,
+        intent: Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i}))),
+    };
     let mut points = Vec::new();
     for &workers in &a.workers {
         let mut procs = Workers::start(bin, url, &config_file, workers, a)?;
@@ -167,7 +193,7 @@ async fn measure(a: &LatencyArgs, bin: &Path, url: &str) -> anyhow::Result<Vec<P
             procs.check()?;
             settle(&pool, workers).await?;
             let tag = format!("w{workers}-{n}");
-            let point = one_point(&pool, &intake, &receiver, a, rate, &tag).await?;
+            let point = one_point(&pool, &intake, &receiver, &offer, rate, &tag).await?;
             eprintln!(
                 "  {workers} worker(s), {}: p50 {:.2} ms, p99 {:.2} ms",
                 point_label(rate),
@@ -191,7 +217,7 @@ fn point_label(rate: Rate) -> String {
 
 /// Waits until the outbox is empty, vacuums, and waits until every worker is idle and listening:
 /// each point starts from the same state.
-async fn settle(pool: &PgPool, workers: u32) -> anyhow::Result<()> {
+pub(crate) async fn settle(pool: &PgPool, workers: u32) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     crate::harness::outbox_drained(pool, Duration::from_millis(20)).await?;
     crate::harness::run_script(pool, queries::BETWEEN_POINTS).await?;
@@ -229,7 +255,7 @@ type Submitted = (Vec<(String, Instant)>, Vec<f64>, usize);
 async fn submitter(
     pool: PgPool,
     intake: Intake,
-    tag: String,
+    (tag, intent): (String, IntentOf),
     s: usize,
     schedule: Schedule,
 ) -> anyhow::Result<Submitted> {
@@ -248,8 +274,7 @@ async fn submitter(
         let key = format!("lat-{tag}-{i}");
         let began = tokio::time::Instant::now();
         let mut tx = pool.begin().await?;
-        let intent = NewIntent::new("bench", key.clone(), "noop", json!({"n": i}));
-        intake.submit(&mut tx, intent).await?;
+        intake.submit(&mut tx, intent(key.clone(), i)).await?;
         tx.commit().await?;
         let at = tokio::time::Instant::now();
         all += 1;
@@ -289,33 +314,35 @@ async fn arrivals(
     }
 }
 
-/// Submits at `rate` for the warm-up and the measured seconds, from `a.submitters` tasks each
-/// with its own transaction per intent; measures the intents committed after the warm-up, once
-/// all arrived, and the WAL and Postgres CPU of the whole point once every outcome is recorded.
-async fn one_point(
+/// Submits at `rate` for the warm-up and the measured seconds, from `offer.submitters` tasks
+/// each with its own transaction per intent; measures the intents committed after the warm-up,
+/// once all arrived, and the WAL and Postgres CPU of the whole point once every outcome is
+/// recorded.
+pub(crate) async fn one_point(
     pool: &PgPool,
     intake: &Intake,
     receiver: &Receiver,
-    a: &LatencyArgs,
+    offer: &Offer,
     rate: Rate,
     tag: &str,
 ) -> anyhow::Result<Point> {
     let start = tokio::time::Instant::now() + Duration::from_millis(20);
-    let measured_from = start + Duration::from_millis(a.warmup_ms);
-    let seconds = measured_seconds(rate, a.seconds, a.min_samples);
+    let measured_from = start + Duration::from_millis(offer.warmup_ms);
+    let seconds = measured_seconds(rate, offer.seconds, offer.min_samples);
     let schedule = Schedule {
         rate,
         start,
         measured_from,
         end: measured_from + Duration::from_secs_f64(seconds),
-        submitters: a.submitters as usize,
+        submitters: offer.submitters as usize,
     };
     let wal_start = crate::harness::wal_position(pool).await?;
     let cpu_start = crate::cpu::CpuReading::now();
     let tasks: Vec<_> = (0..schedule.submitters)
         .map(|s| {
-            let (pool, intake, tag) = (pool.clone(), intake.clone(), tag.to_owned());
-            tokio::spawn(submitter(pool, intake, tag, s, schedule))
+            let (pool, intake) = (pool.clone(), intake.clone());
+            let what = (tag.to_owned(), offer.intent.clone());
+            tokio::spawn(submitter(pool, intake, what, s, schedule))
         })
         .collect();
     let (mut committed, mut submits, mut all) = (Vec::new(), Vec::new(), 0usize);

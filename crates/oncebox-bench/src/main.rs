@@ -99,6 +99,18 @@ pub(crate) struct ScaleArgs {
     /// Rounds; each drains every size once, in order. Each size reports its median round.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     rounds: u32,
+    /// Offered rates of the commit-to-arrival points measured at each size after its drain, in
+    /// intents/s, comma-separated, spread as the backlog was (over its tenants, lanes or
+    /// destinations).
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    rates: Vec<latency::Rate>,
+    /// Seconds measured at each rate, after a second's warm-up (longer at low rates, until 500
+    /// intents); 0 measures no commit-to-arrival point.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    latency_seconds: u64,
+    /// Submitting tasks of the commit-to-arrival points, each with its own connection.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=500))]
+    submitters: u32,
     /// Where the PNG chart is written.
     #[arg(long, default_value = "target/scale.png")]
     chart: PathBuf,

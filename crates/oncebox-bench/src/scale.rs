@@ -6,6 +6,7 @@
 //! and Postgres CPU per delivery). Printed as a table (or JSON) and drawn as a PNG.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oncebox_core::NewIntent;
@@ -18,6 +19,7 @@ use sqlx::PgPool;
 use crate::ScaleArgs;
 use crate::chart::{Chart, Series};
 use crate::harness::{drain_settled, fill_backlog, noop_receiver, settle, sink_toml};
+use crate::latency::{Offer, Rate};
 use crate::queries;
 
 /// The axis a scale run grows.
@@ -182,6 +184,21 @@ struct Measured {
     /// The same purge as one statement, timed first in a transaction rolled back: its whole
     /// milliseconds (the pool's statement timeout would stop it at 30,000).
     purge_one_statement_ms: Option<f64>,
+    /// Commit-to-arrival at each offered rate, measured after the drain.
+    arrival: Vec<Arrival>,
+}
+
+/// Commit-to-arrival at one offered rate, at one size: submits paced over the size's spread
+/// (tenants, lanes or destinations), each its own transaction, timed from its commit to its
+/// request's arrival at the receiver.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Arrival {
+    offered: f64,
+    /// Intents committed per second in the measured window.
+    achieved: f64,
+    samples: usize,
+    p50_ms: f64,
+    p99_ms: f64,
 }
 
 /// Runs the scale benchmark.
@@ -194,6 +211,10 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
     anyhow::ensure!(
         a.axis == Axis::Journal || sizes.first().is_some_and(|&s| s > 0),
         "--sizes: only the journal axis has a size 0"
+    );
+    anyhow::ensure!(
+        a.rates.iter().all(|r| matches!(r, Rate::Fixed(_))),
+        "--rates: the scale benchmark offers fixed rates only, not \"max\""
     );
     let mut rounds: Vec<Vec<Measured>> = Vec::new();
     for round in 0..a.rounds {
@@ -256,6 +277,7 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
         let n = spread.intents + a.submits;
         let (drained, worker) =
             drain_settled(&pool, &routes, a.concurrency, n as usize, None).await?;
+        let arrival = arrivals(a, &scratch.url, &intake, &receiver, spread).await?;
         worker.stop().await?;
         let (purge_ms_per_1000, purged, purge_one_statement_ms) = match a.axis {
             Axis::Journal if size > 0 => {
@@ -269,11 +291,13 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
             }
             _ => (None, 0, None),
         };
+        let arrived: usize = arrival.iter().map(|p| p.sent).sum();
         anyhow::ensure!(
-            receiver.effects().len() == n as usize,
-            "backlog drained wrongly: {} effects for {n} intents",
+            receiver.effects().len() == n as usize + arrived,
+            "backlog drained wrongly: {} effects for {n} intents and {arrived} timed ones",
             receiver.effects().len()
         );
+        let arrival = arrival.into_iter().map(|p| p.arrival).collect();
         let per = |total: f64| total / f64::from(n);
         Ok(Measured {
             size,
@@ -290,9 +314,61 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
             purge_ms_per_1000,
             purged,
             purge_one_statement_ms,
+            arrival,
         })
     })
     .await
+}
+
+/// One commit-to-arrival point, with every intent it submitted (the warm-up's too).
+struct ArrivalPoint {
+    arrival: Arrival,
+    sent: usize,
+}
+
+/// The commit-to-arrival points of one size, at each of `a.rates`, with the drain's worker
+/// still running: each point starts once the outbox is empty and the worker waits.
+async fn arrivals(
+    a: &ScaleArgs,
+    url: &str,
+    intake: &Intake,
+    receiver: &oncebox_receiver::Receiver,
+    spread: Spread,
+) -> anyhow::Result<Vec<ArrivalPoint>> {
+    if a.latency_seconds == 0 {
+        return Ok(Vec::new());
+    }
+    let pool = oncebox_store::connect_worker(url, a.submitters + 2, Duration::from_secs(5)).await?;
+    let offer = Offer {
+        warmup_ms: 1_000,
+        seconds: a.latency_seconds,
+        min_samples: 500,
+        submitters: a.submitters,
+        intent: Arc::new(move |key, i| spread.intent(key, i as u32)),
+    };
+    let mut points = Vec::new();
+    for (n, &rate) in a.rates.iter().enumerate() {
+        let Rate::Fixed(offered) = rate else {
+            continue;
+        };
+        crate::latency::settle(&pool, 1).await?;
+        let before = receiver.effects().len();
+        let tag = format!("scale-{n}");
+        let p = crate::latency::one_point(&pool, intake, receiver, &offer, rate, &tag).await?;
+        crate::harness::outbox_drained(&pool, Duration::from_millis(20)).await?;
+        points.push(ArrivalPoint {
+            arrival: Arrival {
+                offered,
+                achieved: p.achieved,
+                samples: p.samples,
+                p50_ms: p.p50_ms,
+                p99_ms: p.p99_ms,
+            },
+            sent: receiver.effects().len() - before,
+        });
+    }
+    pool.close().await;
+    Ok(points)
 }
 
 /// What stands in the database before the backlog: the journal's terminal intents, or the lane
@@ -480,6 +556,7 @@ fn print(a: &ScaleArgs, medians: &[Measured]) {
             ratio
         );
     }
+    print_arrivals(a, medians);
     for m in medians.iter().filter(|m| m.purged > 0) {
         println!(
             "  purge at {}: {} intents removed in batches, {:.1} ms per 1,000; as one statement {:.0} ms",
@@ -491,8 +568,28 @@ fn print(a: &ScaleArgs, medians: &[Measured]) {
     }
 }
 
+/// The commit-to-arrival table: p50 and p99 at each offered rate, by size.
+fn print_arrivals(a: &ScaleArgs, medians: &[Measured]) {
+    let Some(first) = medians.first().filter(|m| !m.arrival.is_empty()) else {
+        return;
+    };
+    print!("  commit-to-arrival, ms\n  {:>12}", a.axis.name());
+    for p in &first.arrival {
+        print!(" {:>22}", format!("p50 / p99 at {:.0}/s", p.offered));
+    }
+    println!();
+    for m in medians {
+        print!("  {:>12}", m.size);
+        for p in &m.arrival {
+            print!(" {:>22}", format!("{:.2} / {:.2}", p.p50_ms, p.p99_ms));
+        }
+        println!();
+    }
+}
+
 /// The chart, in microseconds against the size: the drain per delivery, Postgres's CPU per
-/// delivery, the submit's median and the claim statement's. The journal's size is drawn as
+/// delivery, the submit's median, the claim statement's, and commit-to-arrival at the highest
+/// offered rate. The journal's size is drawn as
 /// every intent in it (the kept ones and the backlog), so that its size 0 has a place on the log
 /// scale.
 fn draw(a: &ScaleArgs, medians: &[Measured]) -> anyhow::Result<()> {
@@ -545,11 +642,41 @@ fn draw(a: &ScaleArgs, medians: &[Measured]) -> anyhow::Result<()> {
                 4,
                 true,
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(arrival_lines(medians, &x))
+        .collect(),
         goals: Vec::new(),
         x_desc: a.axis.description(),
         y_desc: "microseconds",
         legend_mid: true,
     };
     crate::chart::draw(&chart, Path::new(&a.chart), font)
+}
+
+/// The chart's commit-to-arrival lines: p50 and p99 at the highest offered rate.
+fn arrival_lines(medians: &[Measured], x: &dyn Fn(&Measured) -> f64) -> Vec<Series> {
+    let Some(offered) = medians
+        .first()
+        .and_then(|m| m.arrival.iter().map(|p| p.offered).max_by(f64::total_cmp))
+    else {
+        return Vec::new();
+    };
+    let at = |m: &Measured| m.arrival.iter().find(|p| p.offered == offered).cloned();
+    [("p50", false), ("p99", true)]
+        .into_iter()
+        .map(|(label, tail)| Series {
+            label: format!("commit-to-arrival {label} at {offered:.0}/s, µs"),
+            points: medians
+                .iter()
+                .filter_map(|m| {
+                    let p = at(m)?;
+                    Some((x(m), 1e3 * if tail { p.p99_ms } else { p.p50_ms }))
+                })
+                .collect(),
+            saturation: None,
+            workers: 5,
+            tail,
+        })
+        .collect()
 }

@@ -145,13 +145,15 @@ fn bench_deliver_spreads_its_backlog_over_tenants() {
 }
 
 /// The scale benchmark drains each size whole (it checks every intent succeeded), reports the
-/// tenants it counted at each size and the cost ratios, and draws its chart; sizes that do not
-/// increase are refused.
+/// tenants it counted at each size, the cost ratios and a commit-to-arrival point at each size
+/// (every timed intent arrived: the benchmark waits for each), and draws its chart; sizes that
+/// do not increase, and a saturation rate, are refused.
 #[test]
 fn bench_scale_reports_each_size_and_draws_its_chart() {
     let chart = std::env::temp_dir().join(format!("oncebox-scale-{}.png", std::process::id()));
     let r = report(&format!(
-        "scale --axis tenants --sizes 1,9 --intents 300 --submits 20 --concurrency 32 --chart {}",
+        "scale --axis tenants --sizes 1,9 --intents 300 --submits 20 --concurrency 32 \
+         --rates 250 --latency-seconds 1 --chart {}",
         chart.display()
     ));
     let points = r["points"].as_array().expect("points");
@@ -170,6 +172,16 @@ fn bench_scale_reports_each_size_and_draws_its_chart() {
         "{r}"
     );
     assert_eq!(r["cost_ratio_to_smallest"][0], 1.0, "{r}");
+    for p in points {
+        let arrival = &p["arrival"][0];
+        assert_eq!(arrival["offered"], 250.0, "{r}");
+        assert!(arrival["samples"].as_u64() >= Some(500), "{r}");
+        assert!(
+            arrival["p50_ms"].as_f64() > Some(0.0)
+                && arrival["p99_ms"].as_f64() >= arrival["p50_ms"].as_f64(),
+            "{r}"
+        );
+    }
     let png = std::fs::read(&chart).expect("the chart was written");
     assert!(png.starts_with(b"\x89PNG"), "the chart is a PNG");
     let _ = std::fs::remove_file(&chart);
@@ -179,6 +191,9 @@ fn bench_scale_reports_each_size_and_draws_its_chart() {
     let o = bench(&["scale", "--axis", "tenants", "--sizes", "0,10"]);
     assert_ne!(code(&o), 0);
     assert!(String::from_utf8_lossy(&o.stderr).contains("size 0"));
+    let o = bench(&["scale", "--axis", "tenants", "--rates", "100,max"]);
+    assert_ne!(code(&o), 0);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rates"));
 }
 
 /// The other axes run whole at small sizes: a journal kept beside the backlog (and purged by
@@ -195,7 +210,7 @@ fn bench_scale_runs_the_journal_lanes_and_destinations_axes() {
     ] {
         let r = report(&format!(
             "scale --axis {axis} --sizes {sizes} --intents 300 --submits 20 --concurrency 32 \
-             --chart {}",
+             --latency-seconds 0 --chart {}",
             chart.display()
         ));
         let points = r["points"].as_array().expect("points");
