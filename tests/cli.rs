@@ -636,19 +636,87 @@ async fn bad_input_is_exit_2_naming_the_field_and_writes_nothing() {
     db.drop_db().await;
 }
 
+/// A database that cannot be reached is exit 1 with one sentence: where to (never the
+/// password), the cause once, and what to do.
 #[test]
 fn database_unreachable_is_exit_1() {
     let o = Command::new(BIN)
         .args(["show", "--tenant", "t", "k"])
-        .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")
+        .env(
+            "DATABASE_URL",
+            "postgres://postgres:s3cret@127.0.0.1:1/none",
+        )
         .output()
         .expect("run");
     assert_eq!(code(&o), 1);
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("cannot connect"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        err.starts_with("error: cannot connect to the database \"none\" at 127.0.0.1:1")
+            && err.contains("is Postgres running")
+            && !err.contains("s3cret")
+            && err.trim_end().lines().count() == 1,
+        "{err}"
     );
+}
+
+/// A wrong database name, as a newcomer first meets it: the cause once, no line number of
+/// Postgres's source, and the way out — for the commands and the worker alike.
+#[test]
+fn a_missing_database_reads_as_one_sentence() {
+    let config = std::env::temp_dir().join(format!("oncebox-nodb-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[actions.noop]\ndestination = \"sink\"\n[destinations.sink]\nkind = \"http\"\n\
+         url = \"http://127.0.0.1:9/\"\nidempotency = \"key\"\ntimeout = \"5s\"\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8 path");
+    for args in [
+        &["show", "--tenant", "t", "k"][..],
+        &["worker", "--config", config][..],
+    ] {
+        let o = Command::new(BIN)
+            .args(args)
+            .env(
+                "DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5432/oncebox_no_such_database",
+            )
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 1, "{args:?}: {err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(
+            errors,
+            [
+                "error: cannot connect to the database \"oncebox_no_such_database\" at \
+             127.0.0.1:5432 (DATABASE_URL): database \"oncebox_no_such_database\" does not \
+             exist; create it (createdb NAME) or correct the name in DATABASE_URL"
+            ],
+            "{args:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_file(config);
+}
+
+/// A database that was never migrated: one sentence that says to run `oncebox migrate`, the
+/// cause once, no line number of Postgres's source.
+#[tokio::test]
+async fn an_unmigrated_database_points_at_migrate() {
+    let db = TestDb::new("unmigrated").await;
+    let o = db.run(&["show", "--tenant", "t", "k"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 1, "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(
+        errors,
+        [
+            "error: relation \"oncebox.intents\" does not exist; this database has no oncebox \
+          schema: run `oncebox migrate` first"
+        ],
+        "{err}"
+    );
+    db.drop_db().await;
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Idempotency keys: what a valid key is, and helpers that derive stable keys.
 //!
 //! A key names one intent for ever (until retention purge). Derived keys are SHA-256 digests, so
-//! they carry no personal data in clear text however the inputs were made.
+//! they show no input in clear text; the digest is not keyed, though, so an input that can be
+//! guessed (an order number, an e-mail address) can be recovered by hashing guesses.
 
 use std::time::{Duration, SystemTime};
 

@@ -43,7 +43,7 @@ impl CliError {
             CliError::Usage { field, message } => ("invalid", field.clone(), message.clone()),
             CliError::Conflict(m) => ("conflict", Some("idempotency_key".into()), m.clone()),
             CliError::NotFound(m) => ("not_found", None, m.clone()),
-            CliError::Other(e) => ("error", None, format!("{e:#}")),
+            CliError::Other(e) => ("error", None, sentence(e)),
         };
         if json {
             let doc = serde_json::json!({"error": kind, "field": field, "message": message, "exit_code": self.code()});
@@ -53,6 +53,45 @@ impl CliError {
         }
         ExitCode::from(self.code())
     }
+}
+
+/// `e` and its causes as one sentence: each cause once, a database error by its message alone
+/// (not the line of Postgres's source the driver appends, nor its repetitions down the chain),
+/// and a missing oncebox table pointed at `oncebox migrate`.
+fn sentence(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut missing_schema = false;
+    for cause in e.chain() {
+        let database = cause
+            .downcast_ref::<sqlx::Error>()
+            .or_else(|| match cause.downcast_ref::<oncebox_store::StoreError>() {
+                Some(oncebox_store::StoreError::Database(d)) => Some(d),
+                _ => None,
+            })
+            .and_then(|d| d.as_database_error());
+        let text = match database {
+            Some(db) => {
+                missing_schema =
+                    db.code().as_deref() == Some("42P01") && db.message().contains("\"oncebox.");
+                db.message().to_owned()
+            }
+            None => cause.to_string(),
+        };
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        if database.is_some() {
+            // The rest of the chain is the same error again, in the driver's words.
+            break;
+        }
+    }
+    if missing_schema {
+        out.push_str("; this database has no oncebox schema: run `oncebox migrate` first");
+    }
+    out
 }
 
 impl From<anyhow::Error> for CliError {

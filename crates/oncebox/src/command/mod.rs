@@ -32,9 +32,49 @@ use args::DbArgs;
 pub(crate) async fn connect(db: &DbArgs, max_connections: u32) -> Result<PgPool, CliError> {
     oncebox_store::connect(&db.database_url, max_connections, Duration::from_secs(5))
         .await
-        .map_err(|e| {
-            CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
-        })
+        .map_err(|e| connect_error(&db.database_url, &e))
+}
+
+/// A failed connection in one sentence: where to (never the password), the cause once, and
+/// what to do about it.
+pub(crate) fn connect_error(database_url: &str, e: &oncebox_store::StoreError) -> CliError {
+    let target = match database_url.parse::<sqlx::postgres::PgConnectOptions>() {
+        Ok(o) => format!(
+            "database {:?} at {}:{} (DATABASE_URL)",
+            o.get_database().unwrap_or("postgres"),
+            o.get_host(),
+            o.get_port()
+        ),
+        Err(_) => "DATABASE_URL".to_owned(),
+    };
+    let (cause, hint) = match e {
+        oncebox_store::StoreError::Database(sqlx::Error::Database(db)) => {
+            let hint = match db.code().as_deref() {
+                Some("3D000") => "create it (createdb NAME) or correct the name in DATABASE_URL",
+                Some("28P01" | "28000") => "check the user and password in DATABASE_URL",
+                Some("53300") => {
+                    "the server has no connection slot left: wait, or raise its max_connections"
+                }
+                _ => "check DATABASE_URL and the server's log",
+            };
+            (db.message().to_owned(), hint)
+        }
+        oncebox_store::StoreError::Database(sqlx::Error::Configuration(c)) => (
+            c.to_string(),
+            "give a URL such as postgres://USER:PASSWORD@HOST:5432/DATABASE",
+        ),
+        oncebox_store::StoreError::Database(sqlx::Error::Io(io)) => {
+            (io.to_string(), "is Postgres running and listening there?")
+        }
+        oncebox_store::StoreError::Database(sqlx::Error::PoolTimedOut) => (
+            "no connection within 5 s".to_owned(),
+            "is Postgres running and reachable from here?",
+        ),
+        other => (other.to_string(), "check DATABASE_URL"),
+    };
+    CliError::Other(anyhow::anyhow!(
+        "cannot connect to the {target}: {cause}; {hint}"
+    ))
 }
 
 /// Reads and validates the configuration file.

@@ -102,9 +102,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
         std::time::Duration::from_secs(5),
     )
     .await
-    .map_err(|e| {
-        CliError::Other(anyhow::Error::new(e).context("cannot connect to DATABASE_URL"))
-    })?;
+    .map_err(|e| super::connect_error(&args.db.database_url, &e))?;
     args.schema.check(&pool).await?;
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
