@@ -15,7 +15,7 @@ use crate::settings::WorkerSettings;
 
 /// The one context every service of a worker takes.
 pub(crate) struct Context {
-    /// The worker's pool (at most a handful of connections; see the README's sizing).
+    /// The worker's pool (at most a handful of connections; see docs/production.md, "Sizing").
     pub(crate) pool: PgPool,
     /// Action → destination.
     pub(crate) routes: Routes,
