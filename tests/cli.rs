@@ -1004,7 +1004,7 @@ async fn every_postgres_socket_has_tcp_nodelay() {
         .args([BIN, "migrate"])
         .env("DATABASE_URL", &db.url)
         .output()
-        .expect("strace (scripts/services.sh installs it)");
+        .expect("strace (scripts/test-tools.sh installs it)");
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
     let trace = std::fs::read_to_string(&trace).expect("strace output");
     let verdict = nodelay_verdict(&trace, port);

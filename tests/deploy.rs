@@ -303,7 +303,7 @@ fn systemd_units_verify_and_outlast_the_worker_grace() {
         )
         .expect("copy");
     }
-    // systemd-analyze is required, not skipped: scripts/services.sh installs Debian's systemd
+    // systemd-analyze is required, not skipped: scripts/test-tools.sh installs Debian's systemd
     // package when it is missing.
     let mut cmd = Command::new("systemd-analyze");
     cmd.args(["verify", "--man=no"]);
@@ -395,12 +395,12 @@ fn the_example_environments_set_every_variable_their_configs_read() {
     );
 }
 
-/// `promtool`, from Debian's `prometheus` package (scripts/services.sh installs it).
+/// `promtool`, from Debian's `prometheus` package (scripts/test-tools.sh installs it).
 fn promtool() -> Command {
     let found = Command::new("promtool").arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
-        "promtool is missing: install Debian's prometheus package (scripts/services.sh does)"
+        "promtool is missing: install Debian's prometheus package (scripts/test-tools.sh does)"
     );
     Command::new("promtool")
 }
