@@ -1042,3 +1042,97 @@ fn nodelay_verdict(trace: &str, port: u16) -> Result<usize, String> {
         (n, true) => Ok(n),
     }
 }
+
+/// The README's quickstart, run as written: its one shell block, with only what a test must
+/// change — the binary already built instead of `cargo build`, a database of its own, free
+/// ports instead of 9000 and 8080 — then the checks its prose promises: the intent succeeded,
+/// a replay is 200 with one effect at the receiver, other arguments under the key are 422.
+#[tokio::test]
+async fn the_readme_quickstart_runs_as_written() {
+    let db = TestDb::new("quickstart").await;
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README");
+    let section = readme
+        .split("\n## Quickstart")
+        .nth(1)
+        .expect("a Quickstart section in the README");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the quickstart's shell block");
+    let (receiver, api) = (free_addr(), free_addr());
+    let bin_dir = std::path::Path::new(BIN).parent().expect("bin dir");
+    let build = r#"cargo build --release -p oncebox && export PATH="$PWD/target/release:$PATH""#;
+    let url = "postgres://postgres:postgres@127.0.0.1:5432/postgres";
+    for written in [
+        build,
+        url,
+        "127.0.0.1:9000",
+        "127.0.0.1:8080",
+        "localhost:8080",
+    ] {
+        assert!(block.contains(written), "the quickstart names {written}");
+    }
+    let script = block
+        .replace(
+            build,
+            &format!("export PATH=\"{}:$PATH\"", bin_dir.display()),
+        )
+        .replace(url, &db.url)
+        .replace(
+            "oncebox receiver --honours-keys",
+            &format!("oncebox receiver --honours-keys --listen {receiver}"),
+        )
+        .replace(
+            "oncebox serve --config quickstart.toml",
+            &format!("oncebox serve --config quickstart.toml --listen {api}"),
+        )
+        .replace("127.0.0.1:9000", &receiver)
+        .replace("127.0.0.1:8080", &api)
+        .replace("localhost:8080", &api);
+    let checks = format!(
+        r#"
+echo
+echo "replay $(curl -s -o /dev/null -w '%{{http_code}}' -X POST {api}/v1/intents \
+  -H "Authorization: Bearer $TOKEN" -H 'Idempotency-Key: invoice-order-8172' \
+  -H 'Content-Type: application/json' \
+  -d '{{"action": "create_invoice", "arguments": {{"order_id": "order-8172", "amount": "125.00"}}}}')"
+echo "effects $(curl -s '{receiver}/effects?key=invoice-order-8172')"
+echo "conflict $(curl -s -o /dev/null -w '%{{http_code}}' -X POST {api}/v1/intents \
+  -H "Authorization: Bearer $TOKEN" -H 'Idempotency-Key: invoice-order-8172' \
+  -H 'Content-Type: application/json' \
+  -d '{{"action": "create_invoice", "arguments": {{"order_id": "order-8172", "amount": "999.00"}}}}')"
+"#
+    );
+    let full = format!("trap 'kill $(jobs -p) 2>/dev/null' EXIT\nset -e\n{script}\n{checks}");
+    let o = Command::new("timeout")
+        .args(["120", "bash", "-c", &full])
+        .current_dir(&db.dir)
+        .env_remove("ONCEBOX_CONFIG")
+        .env_remove("ONCEBOX_REDACTION_KEYS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 0, "stdout:\n{out}\nstderr:\n{err}");
+    let waited = out
+        .lines()
+        .find(|l| l.contains("\"status\":\"succeeded\""))
+        .unwrap_or_else(|| panic!("the waited answer says succeeded:\n{out}"));
+    assert!(waited.contains("\"attempt_count\":1"), "{waited}");
+    assert!(out.contains("\nreplay 200"), "{out}");
+    assert!(out.contains("\nconflict 422"), "{out}");
+    let effects = out
+        .lines()
+        .find_map(|l| l.strip_prefix("effects "))
+        .expect("effects line");
+    let effects: Value = serde_json::from_str(effects).expect("the receiver's JSON");
+    assert_eq!(
+        effects["data"].as_array().map(Vec::len),
+        Some(1),
+        "{effects}"
+    );
+    db.drop_db().await;
+}
