@@ -12,9 +12,9 @@ call's result as the gateway returned it. Warnings the SDKs log go to stderr.
     python agent_sdks.py readme-agents URL TOKEN TOOL ARGUMENTS_JSON < SNIPPET
 
 With ``agents``, the Agents SDK's own loop runs: a scripted model (no network) asks for the
-tool call once, then answers with what the tool returned. The ``readme-`` forms run a README
-snippet as written (with ``ONCEBOX_URL`` and ``ONCEBOX_TOKEN`` set), then make the call with the
-client it built.
+tool call once, then answers with what the tool returned. The ``readme-`` forms run a snippet
+of docs/mcp.md as written (with ``ONCEBOX_URL`` and ``ONCEBOX_TOKEN`` set), then make the call
+with the client it built.
 """
 
 from __future__ import annotations
@@ -149,10 +149,10 @@ async def agents_call(
 
 
 async def readme_call(sdk: str, snippet: str, tool: str, arguments: dict[str, Any]) -> Any:
-    """Runs a README snippet as written, then calls ``tool`` with what it built: LangChain's
+    """Runs a docs/mcp.md snippet as written, then calls ``tool`` with what it built: LangChain's
     ``client``, or the Agents SDK's ``oncebox_tools`` server (its ``agent`` holds it)."""
     namespace: dict[str, Any] = {"__name__": "__readme__"}
-    exec(compile(snippet, f"README {sdk} snippet", "exec"), namespace)
+    exec(compile(snippet, f"docs/mcp.md {sdk} snippet", "exec"), namespace)
     if sdk == "langchain":
         tools = {t.name: t for t in await namespace["client"].get_tools()}
         return structured(await tools[tool].ainvoke(arguments))

@@ -4,7 +4,7 @@
 separate process, as an agent that retries or restarts does. At a receiver that executes every
 request: the same call twice is one effect and the second returns the first's result; other
 identifying arguments are another effect; after the action's dedupe window, another; an
-explicit ``_meta`` key wins. The README's snippets for both run as written."""
+explicit ``_meta`` key wins. The MCP guide's snippets for both run as written."""
 
 from __future__ import annotations
 
@@ -137,8 +137,8 @@ def test_an_explicit_meta_key_wins_with_the_agents_sdk(gateway: Services) -> Non
 
 
 def snippet(name: str) -> str:
-    """The README's python block that imports ``name``."""
-    text = (ROOT / "README.md").read_text()
+    """The MCP guide's python block that imports ``name``."""
+    text = (ROOT / "docs" / "mcp.md").read_text()
     blocks: list[str] = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     (found,) = [b for b in blocks if name in b]
     return found
@@ -148,7 +148,7 @@ def snippet(name: str) -> str:
     ("sdk", "imports"),
     [("langchain", "langchain_mcp_adapters"), ("agents", "agents.mcp")],
 )
-def test_the_readme_snippets_run_as_written(gateway: Services, sdk: str, imports: str) -> None:
+def test_the_mcp_guide_snippets_run_as_written(gateway: Services, sdk: str, imports: str) -> None:
     token = gateway.token("acme")
     code = snippet(imports)
     args = {**INVOICE, "order_id": f"readme-{sdk}"}

@@ -244,10 +244,10 @@ def test_the_gateway_killed_mid_call_and_the_call_retried_makes_one_effect(
     assert services.effects(result["idempotency_key"]) == 1
 
 
-def test_the_readme_stdio_configuration_runs(services: Services) -> None:
-    """The README's `mcpServers` block, as a stdio client would run it (paths and URL ours)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### For MCP agents") :]
+def test_the_mcp_guide_stdio_configuration_runs(services: Services) -> None:
+    """The MCP guide's `mcpServers` block, as a stdio client would run it (paths and URL ours)."""
+    text = (ROOT / "docs" / "mcp.md").read_text()
+    section = text[text.index("# For MCP agents") :]
     block = re.search(r"```json\n(.*?)```", section, flags=re.S)
     assert block is not None
     server = json.loads(block.group(1))["mcpServers"]["oncebox"]

@@ -11,7 +11,7 @@
 //! streamable HTTP at `/mcp` by `oncebox serve` (the tenant of the bearer token, which the API's
 //! authentication puts in the request's extensions as a [`Caller`]).
 //!
-//! The call's `_meta` may carry (see the README, "For MCP agents"):
+//! The call's `_meta` may carry (see docs/mcp.md):
 //! - [`META_KEY`] — the idempotency key itself;
 //! - [`META_RUN`] — the agent run (the session of `step_key`);
 //! - [`META_STEP`] — the step within the run, a non-negative integer (default 0);

@@ -8,7 +8,7 @@ use crate::exit::{CliError, CliResult};
 
 /// Serve the configured tool actions ([actions.X.tool]) to one MCP client over stdio
 /// (stdin/stdout; logs go to stderr). Each tool call is an intent of --tenant, carried out
-/// at most once; see the README, "For MCP agents".
+/// at most once; see docs/mcp.md.
 #[derive(Debug, ClapArgs)]
 pub(crate) struct Args {
     #[command(flatten)]
