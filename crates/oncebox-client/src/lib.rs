@@ -37,6 +37,11 @@ pub mod transactional {
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The HTTP guide's Rust examples (`docs/http.md`), compiled as doctests likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/http.md")]
+pub struct HttpGuideDoctests;
+
 /// Longest single long-poll the server allows, in seconds.
 const MAX_WAIT_SECS: u64 = 60;
 
