@@ -1,5 +1,5 @@
-"""The README's "From Python" snippets and the package README's, executed as written against a
-real database, worker, reference receiver and API: documentation that cannot drift."""
+"""The Python guide's snippets (docs/python.md) and the package README's, executed as written
+against a real database, worker, reference receiver and API: documentation that cannot drift."""
 
 from __future__ import annotations
 
@@ -14,12 +14,6 @@ from conftest import REDACTION_KEYS, ROOT, Services
 
 def python_blocks(markdown: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
-
-
-def section(markdown: str, heading: str) -> str:
-    start = markdown.index(heading)
-    end = markdown.find("\n### ", start + len(heading))
-    return markdown[start:end]
 
 
 @pytest.fixture
@@ -47,11 +41,10 @@ def run_blocks(blocks: list[str], where: str) -> dict[str, object]:
     return namespace
 
 
-def test_the_readme_from_python_section_runs(environment: Services) -> None:
-    text = section((ROOT / "README.md").read_text(), "### From Python")
-    blocks = python_blocks(text)
+def test_the_python_guide_runs(environment: Services) -> None:
+    blocks = python_blocks((ROOT / "docs" / "python.md").read_text())
     assert len(blocks) == 4
-    run_blocks(blocks, "README.md")
+    run_blocks(blocks, "docs/python.md")
     with psycopg.connect(environment.db_url) as conn:
         row = conn.execute("SELECT invoicing FROM orders WHERE id = 8172").fetchone()
     assert row == (True,)
