@@ -30,7 +30,7 @@ SHOTS = ROOT / "target" / "console-screenshots"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/test-tools.sh does)")
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/test-tools.sh)")
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=str(CHROMIUM),
