@@ -10,3 +10,12 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's brows
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core) # oncebox-bench draws its charts with it
 command -v strace >/dev/null 2>&1 || missing+=(strace) # the test that every Postgres socket has TCP_NODELAY
 install_missing "${missing[@]}"
+# mdBook builds the documentation book, whose links a test checks: the pinned version, built
+# from crates.io into target/tools (kept between runs), without the features a build does not
+# use (serve, watch, search).
+MDBOOK_VERSION=0.5.4
+if ! target/tools/bin/mdbook --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
+    cargo install --quiet --locked --no-default-features --version "$MDBOOK_VERSION" \
+        --root target/tools mdbook
+fi
+export MDBOOK="$PWD/target/tools/bin/mdbook"

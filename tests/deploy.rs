@@ -419,10 +419,10 @@ fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
             .args(["test", "rules", "oncebox-rules.test.yml"]));
     assert!(ok, "promtool test rules: {text}");
     assert!(text.contains("SUCCESS"), "{text}");
-    // Every alert is unit-tested, and has its runbook line in the README.
+    // Every alert is unit-tested, and has its runbook line in the observability guide.
     let rules = std::fs::read_to_string(dir.join("oncebox-rules.yml")).expect("rules");
     let tests = std::fs::read_to_string(dir.join("oncebox-rules.test.yml")).expect("tests");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let guide = std::fs::read_to_string(root().join("docs/observability.md")).expect("guide");
     let alerts: Vec<&str> = rules
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
@@ -434,8 +434,8 @@ fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
             "{alert} has no promtool unit test"
         );
         assert!(
-            readme.contains(&format!("| `{alert}` |")),
-            "{alert} has no runbook line in the README's alert table"
+            guide.contains(&format!("| `{alert}` |")),
+            "{alert} has no runbook line in docs/observability.md's alert table"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! The repository explains itself and keeps its own rules: no function outside tests is longer
 //! than 80 lines, nothing points at documents outside the repository, every statement file of
-//! the store is one the store runs, the README's metrics table is what the binaries export, and
-//! no two modules of a crate need each other.
+//! the store is one the store runs, the generated reference pages (metrics, HTTP API) are what
+//! the code says, and no two modules of a crate need each other.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -192,46 +192,261 @@ fn every_statement_file_is_one_the_store_runs() {
     }
 }
 
+/// Holds the generated page `path` (from the repository's root) equal to `text`; with
+/// `ONCEBOX_BLESS=1` in the environment, writes it instead.
+fn generated(path: &str, text: &str) {
+    let file = root().join(path);
+    if std::env::var_os("ONCEBOX_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&file, text).expect("write the generated page");
+        return;
+    }
+    let on_disk = std::fs::read_to_string(&file).unwrap_or_default();
+    if on_disk != text {
+        let first = on_disk
+            .lines()
+            .zip(text.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| on_disk.lines().count().min(text.lines().count()));
+        panic!(
+            "{path} is generated from the code and differs from it at line {}; regenerate it \
+             with `ONCEBOX_BLESS=1 cargo test -p oncebox --test repository`",
+            first + 1
+        );
+    }
+}
+
+/// The header every generated page opens with.
+fn generated_header(title: &str, from: &str) -> String {
+    format!(
+        "# {title}\n\n<!-- Generated from {from} by tests/repository.rs; do not edit: run \
+         `ONCEBOX_BLESS=1 cargo test -p oncebox --test repository`. -->\n\n"
+    )
+}
+
+/// A Markdown table cell: pipes escaped, lines joined.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
 #[test]
-fn the_readme_metrics_table_is_what_the_binaries_export() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let section = readme
-        .split("### Metrics")
-        .nth(1)
-        .expect("a '### Metrics' section in the README");
-    let rows: BTreeSet<(String, String, String)> = section
-        .lines()
-        .skip_while(|l| !l.starts_with("| metric"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| {
-            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            (
-                cells[1].trim_matches('`').to_owned(),
-                cells[2].to_owned(),
-                cells[3].replace('`', ""),
-            )
-        })
-        .collect();
-    let exported: BTreeSet<(String, String, String)> = oncebox_worker::metrics::DEFINITIONS
-        .iter()
-        .chain(oncebox_api::metrics::DEFINITIONS)
-        .map(|d| {
-            (
-                d.name.to_owned(),
-                d.kind.as_str().to_owned(),
-                if d.labels.is_empty() {
-                    "—".to_owned()
-                } else {
-                    d.labels.join(", ")
-                },
-            )
-        })
-        .collect();
-    assert_eq!(
-        rows, exported,
-        "README metrics table vs the metric definitions"
+fn the_metrics_reference_is_generated_from_the_definitions() {
+    let mut page = generated_header(
+        "Metrics",
+        "`oncebox_worker::metrics::DEFINITIONS` and `oncebox_api::metrics::DEFINITIONS`",
     );
+    page.push_str(
+        "What each metric means and how to use it: [Observability](../observability.md).\n",
+    );
+    for (binary, defs) in [
+        (
+            "`oncebox worker` (at `--metrics-addr`)",
+            oncebox_worker::metrics::DEFINITIONS,
+        ),
+        (
+            "`oncebox serve` (at `/metrics`)",
+            oncebox_api::metrics::DEFINITIONS,
+        ),
+    ] {
+        page.push_str(&format!(
+            "\n## {binary}\n\n| metric | type | labels | meaning |\n|---|---|---|---|\n"
+        ));
+        for d in defs {
+            let labels = if d.labels.is_empty() {
+                "—".to_owned()
+            } else {
+                d.labels.join(", ")
+            };
+            page.push_str(&format!(
+                "| `{}` | {} | {labels} | {} |\n",
+                d.name,
+                d.kind.as_str(),
+                cell(d.help)
+            ));
+        }
+    }
+    generated("docs/reference/metrics.md", &page);
+}
+
+/// `schema`'s type as a reader would say it: a `$ref`'s name, `array of X`, or its `type`.
+fn type_of(schema: &serde_json::Value) -> String {
+    if let Some(r) = schema.get("$ref").and_then(|r| r.as_str()) {
+        let name = r.rsplit('/').next().unwrap_or(r);
+        return format!("[`{name}`](#{})", name.to_lowercase());
+    }
+    if let Some(items) = schema.get("items") {
+        return format!("array of {}", type_of(items));
+    }
+    for combined in ["oneOf", "anyOf", "allOf"] {
+        if let Some(list) = schema.get(combined).and_then(|l| l.as_array()) {
+            let parts: Vec<String> = list.iter().map(type_of).collect();
+            return parts.join(" or ");
+        }
+    }
+    match schema.get("type") {
+        Some(serde_json::Value::Array(types)) => types
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(" or "),
+        Some(t) => t.as_str().unwrap_or("any").to_owned(),
+        None => "any".to_owned(),
+    }
+}
+
+/// One operation of the document as Markdown.
+fn operation(page: &mut String, method: &str, path: &str, op: &serde_json::Value) {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_owned();
+    page.push_str(&format!("\n### `{} {path}`\n\n", method.to_uppercase()));
+    page.push_str(&format!("{}\n\n", text(&op["summary"])));
+    if let Some(d) = op["description"].as_str() {
+        page.push_str(&format!("{d}\n\n"));
+    }
+    if op
+        .get("security")
+        .and_then(|s| s.as_array())
+        .is_some_and(|s| {
+            s.iter()
+                .all(|x| x.as_object().is_some_and(|o| o.is_empty()))
+        })
+    {
+        page.push_str("No token needed.\n\n");
+    }
+    if let Some(params) = op["parameters"].as_array().filter(|p| !p.is_empty()) {
+        page.push_str("| parameter | in | type | required | meaning |\n|---|---|---|---|---|\n");
+        for p in params {
+            page.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} |\n",
+                text(&p["name"]),
+                text(&p["in"]),
+                type_of(&p["schema"]),
+                if p["required"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                cell(&text(&p["description"]))
+            ));
+        }
+        page.push('\n');
+    }
+    if let Some(content) = op
+        .pointer("/requestBody/content")
+        .and_then(|c| c.as_object())
+    {
+        for (media, body) in content {
+            page.push_str(&format!(
+                "Body: `{media}`, {}.\n\n",
+                type_of(&body["schema"])
+            ));
+        }
+    }
+    if let Some(responses) = op["responses"].as_object() {
+        page.push_str("| answer | meaning | body |\n|---|---|---|\n");
+        for (status, answer) in responses {
+            let body = answer["content"]
+                .as_object()
+                .map(|c| {
+                    c.iter()
+                        .map(|(media, b)| match b.get("schema") {
+                            Some(s) => format!("`{media}` {}", type_of(s)),
+                            None => format!("`{media}`"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let meaning = match answer.get("$ref").and_then(|x| x.as_str()) {
+                Some(reference) => {
+                    let name = reference.rsplit('/').next().unwrap_or("");
+                    format!("[{name}](#{})", name.to_lowercase())
+                }
+                None => cell(&text(&answer["description"])),
+            };
+            page.push_str(&format!("| {status} | {meaning} | {body} |\n"));
+        }
+    }
+}
+
+#[test]
+fn the_api_reference_is_generated_from_the_openapi_document() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&oncebox_api::openapi::document(std::iter::empty()))
+            .expect("the document is JSON");
+    let mut page = generated_header("HTTP API", "the OpenAPI document `oncebox serve` serves");
+    page.push_str(&format!(
+        "{}\n\nA running server serves this document at `/openapi.json`, with the configured \
+         actions as the enum of `NewIntent.action`. How to use the API: [HTTP](../http.md).\n\n\
+         ## Operations\n",
+        doc.pointer("/info/description")
+            .and_then(|d| d.as_str())
+            .unwrap_or("")
+    ));
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            operation(&mut page, method, path, op);
+        }
+    }
+    page.push_str("\n## Shared answers\n");
+    let responses = doc
+        .pointer("/components/responses")
+        .and_then(|r| r.as_object());
+    for (name, r) in responses.into_iter().flatten() {
+        page.push_str(&format!(
+            "\n### {name}\n\n{}\n",
+            r["description"].as_str().unwrap_or("")
+        ));
+        for (media, body) in r["content"].as_object().into_iter().flatten() {
+            page.push_str(&format!(
+                "\nBody: `{media}`, {}.\n",
+                type_of(&body["schema"])
+            ));
+        }
+    }
+    page.push_str("\n## Schemas\n");
+    for (name, schema) in doc
+        .pointer("/components/schemas")
+        .and_then(|s| s.as_object())
+        .into_iter()
+        .flatten()
+    {
+        page.push_str(&format!("\n### {name}\n\n"));
+        if let Some(d) = schema["description"].as_str() {
+            page.push_str(&format!("{}\n\n", cell(d)));
+        }
+        let required: BTreeSet<&str> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str())
+            .collect();
+        if let Some(properties) = schema["properties"].as_object() {
+            page.push_str("| field | type | required | meaning |\n|---|---|---|---|\n");
+            for (field, p) in properties {
+                page.push_str(&format!(
+                    "| `{field}` | {} | {} | {} |\n",
+                    type_of(p),
+                    if required.contains(field.as_str()) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    cell(p["description"].as_str().unwrap_or(""))
+                ));
+            }
+        } else if let Some(values) = schema["enum"].as_array() {
+            let values: Vec<String> = values
+                .iter()
+                .map(|v| format!("`{}`", v.as_str().unwrap_or("")))
+                .collect();
+            page.push_str(&format!("One of {}.\n", values.join(", ")));
+        } else {
+            page.push_str(&format!("{}.\n", type_of(schema)));
+        }
+    }
+    generated("docs/reference/api.md", &page);
 }
 
 /// The security and operations documents prove their claims by naming tests: every test they
@@ -446,4 +661,133 @@ fn the_console_marks_no_value_as_raw_html() {
         .map(|f| f.display().to_string())
         .collect();
     assert!(raw.is_empty(), "raw HTML in the console: {raw:?}");
+}
+
+/// The `mdbook` binary: `$MDBOOK`, else `target/tools/bin/mdbook` (where the test command
+/// installs the pinned version), else `mdbook` on the `PATH`.
+fn mdbook() -> PathBuf {
+    if let Some(path) = std::env::var_os("MDBOOK") {
+        return PathBuf::from(path);
+    }
+    let installed = root().join("target/tools/bin/mdbook");
+    if installed.exists() {
+        installed
+    } else {
+        PathBuf::from("mdbook")
+    }
+}
+
+/// Every value of `attribute="…"` in `html`, entities for `&` undone.
+fn attribute_values<'a>(html: &'a str, attribute: &str) -> Vec<String> {
+    let needle = format!(" {attribute}=\"");
+    html.match_indices(&needle)
+        .filter_map(|(at, _)| {
+            let rest: &'a str = &html[at + needle.len()..];
+            rest.find('"').map(|end| rest[..end].replace("&amp;", "&"))
+        })
+        .collect()
+}
+
+/// The broken links of a built book: each relative `href` or `src` of each page must name a
+/// file of the book, and its `#fragment` an `id` in that file.
+fn broken_links(book: &Path) -> Vec<String> {
+    let mut pages = Vec::new();
+    files(book, ".html", &mut pages);
+    let ids = |file: &Path| -> BTreeSet<String> {
+        let html = std::fs::read_to_string(file).unwrap_or_default();
+        attribute_values(&html, "id").into_iter().collect()
+    };
+    let mut broken = Vec::new();
+    for page in &pages {
+        let name = page
+            .strip_prefix(book)
+            .unwrap_or(page)
+            .display()
+            .to_string();
+        // The one-page print view and the no-script table of contents repeat every chapter's
+        // links, rewritten; the chapters are checked themselves.
+        if ["print.html", "toc.html", "404.html"].contains(&name.as_str()) {
+            continue;
+        }
+        let html = std::fs::read_to_string(page).expect("page");
+        let mut links = attribute_values(&html, "href");
+        links.extend(attribute_values(&html, "src"));
+        for link in links {
+            if link.contains("://") || link.starts_with("mailto:") || link.starts_with("data:") {
+                continue;
+            }
+            let (path, fragment) = link.split_once('#').unwrap_or((&link, ""));
+            let target = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent()
+                    .unwrap_or(book)
+                    .join(path.split('?').next().unwrap_or(path))
+            };
+            if !target.exists() {
+                broken.push(format!("{name}: {link} (no such file)"));
+            } else if !fragment.is_empty() && target.is_file() && !ids(&target).contains(fragment) {
+                broken.push(format!("{name}: {link} (no such anchor)"));
+            }
+        }
+    }
+    broken
+}
+
+/// The documentation is a book that builds, with no warning, and whose links all resolve:
+/// a page missing from `SUMMARY.md`, a renamed file or heading, or an include of a part of the
+/// README that is gone fails here.
+#[test]
+fn the_book_builds_and_every_link_in_it_resolves() {
+    let out = std::env::temp_dir().join(format!("oncebox-book-{}", std::process::id()));
+    let built = std::process::Command::new(mdbook())
+        .arg("build")
+        .arg(root().join("docs"))
+        .arg("--dest-dir")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run mdbook ({e}): the test command installs it (scripts/test-tools.sh), \
+                 or set MDBOOK"
+            )
+        });
+    let log = String::from_utf8_lossy(&built.stderr).into_owned();
+    assert!(built.status.success(), "mdbook build failed:\n{log}");
+    assert!(
+        !log.contains("WARN") && !log.contains("ERROR"),
+        "mdbook build warned:\n{log}"
+    );
+    let broken = broken_links(&out);
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        broken.is_empty(),
+        "broken links in the book:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// The README and the other Markdown files outside the book link only to files that exist.
+#[test]
+fn every_relative_link_of_the_readmes_names_a_file() {
+    for doc in [
+        "README.md",
+        "deploy/README.md",
+        "python/README.md",
+        "CHANGELOG.md",
+    ] {
+        let text = std::fs::read_to_string(root().join(doc)).expect("markdown");
+        let base = root().join(doc);
+        let base = base.parent().expect("dir");
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let link = &rest[..end];
+            if link.contains("://") || link.starts_with('#') || link.starts_with("mailto:") {
+                continue;
+            }
+            let path = link.split('#').next().unwrap_or(link);
+            assert!(base.join(path).exists(), "{doc}: {link} names no file");
+        }
+    }
 }

@@ -55,6 +55,21 @@ def test_the_python_guide_runs(environment: Services) -> None:
     assert environment.effects(done) == 1
 
 
+def test_the_readme_python_snippet_runs(environment: Services) -> None:
+    blocks = python_blocks((ROOT / "README.md").read_text())
+    assert len(blocks) == 1
+    setup = "import os\nimport psycopg\nimport oncebox\n"
+    setup += 'intake = oncebox.Intake(oncebox.Config.load(os.environ["ONCEBOX_CONFIG"]))\n'
+    run_blocks([setup, *blocks], "README.md")
+    with psycopg.connect(environment.db_url) as conn:
+        row = conn.execute("SELECT invoicing FROM orders WHERE id = 8172").fetchone()
+        intents = conn.execute(
+            "SELECT count(*) FROM oncebox.intents WHERE idempotency_key = 'invoice-order-8172'"
+        ).fetchone()
+    assert row == (True,)
+    assert intents == (1,)
+
+
 def test_the_package_readme_runs(environment: Services) -> None:
     blocks = python_blocks((ROOT / "python" / "README.md").read_text())
     assert len(blocks) >= 3

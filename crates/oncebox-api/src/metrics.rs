@@ -19,7 +19,8 @@ pub const REQUESTS_TOTAL: Def = Def {
     name: "oncebox_api_requests_total",
     kind: Kind::Counter,
     labels: &["method", "route", "status"],
-    help: "Requests answered, by method, route and status.",
+    help: "Requests answered, by method (other for a non-standard one), matched route \
+           template (unmatched for none) and status.",
 };
 
 /// Every metric the API exports.

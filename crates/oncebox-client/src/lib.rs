@@ -32,7 +32,7 @@ pub mod transactional {
     pub use oncebox_store::{Intake, MissingRedactionKey, SubmitError, Submitted};
 }
 
-/// The README's Rust examples, compiled as doctests so that they cannot drift from the API.
+/// The README's Rust example, compiled as doctests so that they cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
@@ -41,6 +41,11 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/http.md")]
 pub struct HttpGuideDoctests;
+
+/// The Rust guide's examples (`docs/rust.md`), compiled as doctests likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/rust.md")]
+pub struct RustGuideDoctests;
 
 /// Longest single long-poll the server allows, in seconds.
 const MAX_WAIT_SECS: u64 = 60;

@@ -1,5 +1,6 @@
 //! Prometheus metric definitions: each metric's name, type, labels and help written once, as a
-//! constant the code renders from and the README's metrics table is checked against.
+//! constant the code renders from and the metrics reference (docs/reference/metrics.md) is
+//! generated from.
 
 use std::fmt::Write as _;
 

@@ -13,7 +13,8 @@ pub const DELIVERIES_TOTAL: Def = Def {
     name: "oncebox_deliveries_total",
     kind: Kind::Counter,
     labels: &["destination", "outcome"],
-    help: "Delivery attempts by destination and outcome.",
+    help: "Delivery attempts by destination and outcome class (succeeded, \
+           retry_before_execution, permanent, unknown).",
 };
 /// Time from sending an attempt to its classified outcome.
 pub const DELIVERY_SECONDS: Def = Def {
@@ -55,7 +56,7 @@ pub const LOOP_HEARTBEAT: Def = Def {
     name: "oncebox_loop_heartbeat_timestamp_seconds",
     kind: Kind::Gauge,
     labels: &["loop"],
-    help: "When each worker loop last turned.",
+    help: "When each worker loop (deliver, reconcile) last turned, in Unix seconds.",
 };
 
 /// Intents waiting for reconciliation or a person, by status.
@@ -93,8 +94,9 @@ pub const DESTINATION_STATE: Def = Def {
     name: "oncebox_destination_state",
     kind: Kind::Gauge,
     labels: &["destination", "state"],
-    help: "Circuit breaker state of each destination that has one: 1 for its current state \
-           (closed, open, half_open, disabled).",
+    help: "State of each destination with a circuit breaker or disabled: 1 for its current \
+           state (closed, open or half_open for a breaker; disabled for a destination a 410 or \
+           an operator disabled), 0 for the others.",
 };
 
 /// Ordering lanes held by a head that ended failed, expired or needs_review.

@@ -6,7 +6,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::command::{hash, mcp, migrate, ops, receiver, serve, show, submit, worker};
 
-const EXIT_CODES: &str = "\
+pub(crate) const EXIT_CODES: &str = "\
 Exit codes: 0 ok · 1 other failure (database down, I/O) · 2 usage or invalid input \
 · 3 conflict (key reused with another request) · 4 not found.
 

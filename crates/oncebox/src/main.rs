@@ -1,7 +1,7 @@
 //! `oncebox`: the one binary — migrate, submit, hash, show, serve, worker, ops, demo, receiver.
 //! (The benchmarks are a binary of their own: `oncebox-bench`.)
 //!
-//! Exit codes (documented in `--help` and the README): 0 ok, 1 other failure, 2 usage or invalid
+//! Exit codes (documented in `--help` and docs/reference/cli.md): 0 ok, 1 other failure, 2 usage or invalid
 //! input, 3 conflict, 4 not found.
 
 mod cli;
@@ -9,6 +9,8 @@ mod command;
 mod demo;
 mod exit;
 mod output;
+#[cfg(test)]
+mod reference;
 
 use std::process::ExitCode;
 

@@ -273,4 +273,6 @@ impl Config {
 pub const GET_INTENT_TOOL: &str = "get_intent";
 
 #[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;

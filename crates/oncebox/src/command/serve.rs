@@ -11,8 +11,10 @@ use super::ops::stats::queue_depths;
 use super::{connect, intake, wait_for_signal};
 use crate::exit::{CliError, CliResult};
 
-/// Serve the agent-facing HTTP API (POST /v1/intents, GET /v1/intents/{key}[?wait=],
-/// POST /v1/intents/{key}/cancel, /healthz, /readyz). Stops on SIGTERM or SIGINT.
+/// Serve the HTTP API (POST /v1/intents, GET /v1/intents/{key}[?wait=],
+/// POST /v1/intents/{key}/cancel, the ops API under /v1/ops, /healthz, /readyz, /metrics,
+/// /openapi.json), the MCP gateway at /mcp and the operators' console at /console. Stops on
+/// SIGTERM or SIGINT.
 #[derive(Debug, ClapArgs)]
 pub(crate) struct Args {
     #[command(flatten)]
