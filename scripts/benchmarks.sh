@@ -33,3 +33,11 @@ run latency latency --chart "$out/latency.png"
 run tools tools --clients 16 --seconds 10 --rounds 3
 run signing signing --intents 20000 --rounds 3
 run lanes lanes --rounds 3
+# In-transaction intake from Python: the package built into the pinned venv (scripts/pyenv.sh).
+source scripts/pyenv.sh
+export PATH="$ONCEBOX_PYENV/bin:$PATH" # maturin, for the build
+"$ONCEBOX_PYENV/bin/pip" install -q --disable-pip-version-check --no-index --no-deps \
+    --no-build-isolation --force-reinstall ./python
+echo "== python-intake: python/bench/intake.py --clients 32 --seconds 10 --rounds 3"
+"$ONCEBOX_PYENV/bin/python" python/bench/intake.py --clients 32 --seconds 10 --rounds 3 2>&1 \
+    | tee "$out/python-intake.txt"
