@@ -9,6 +9,8 @@
 //! - [`status`]: the journal statuses and the one table of allowed transitions.
 //! - [`retry`]: the retry policy (exponential backoff, full jitter, Retry-After, deadline).
 //! - [`outcome`]: the closed set of delivery outcomes.
+//! - [`protocol`]: what a worker does with a row it claimed (send, mark first, look up, hand to a
+//!   person, expire), shared with the protocol's model.
 //! - [`redact`]: redaction rules applied before anything is stored.
 //! - [`intent`]: the validated shape of a new intent.
 //! - [`intake`]: what an intent is recorded as (redacted, hashed) and when a resubmit is a replay.
@@ -28,6 +30,7 @@ mod invalid;
 pub mod json;
 pub mod key;
 pub mod outcome;
+pub mod protocol;
 pub mod redact;
 pub mod retry;
 pub mod schema;

@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use oncebox_core::config::IdempotencyMode;
+use oncebox_core::protocol::AfterUnknown;
 use oncebox_core::retry::{GiveUpReason, Jitter, RetryDecision};
 use oncebox_core::{DeliveryOutcome, RetryPolicy, Status};
 use oncebox_store::{Completion, Lease, Next, Phase, Report};
@@ -59,25 +60,30 @@ pub fn decide(
             not_executed(&error.detail, &made, retry(*retry_after))
         }
         DeliveryOutcome::Permanent { .. } => (Status::Failed, Next::Done, None),
-        DeliveryOutcome::Unknown { error } => match mode {
-            IdempotencyMode::Key => resend(&error.detail, retry(None)),
-            IdempotencyMode::Lookup => (
-                Status::Unknown,
-                Next::Reconcile,
-                Some(format!(
-                    "{}; outcome unknown, to be looked up",
-                    error.detail
-                )),
-            ),
-            IdempotencyMode::None => (
-                Status::NeedsReview,
-                Next::Done,
-                Some(format!(
-                    "{}; outcome unknown at a destination that neither honours keys nor can be queried",
-                    error.detail
-                )),
-            ),
-        },
+        DeliveryOutcome::Unknown { error } => {
+            let delay = retry(None);
+            match oncebox_core::protocol::after_unknown(mode, delay.is_ok()) {
+                // Resend, or (with no attempt left) a person, said as such.
+                AfterUnknown::Resend => resend(&error.detail, delay),
+                AfterUnknown::NeedsReview if mode.honours_keys() => resend(&error.detail, delay),
+                AfterUnknown::LookUp => (
+                    Status::Unknown,
+                    Next::Reconcile,
+                    Some(format!(
+                        "{}; outcome unknown, to be looked up",
+                        error.detail
+                    )),
+                ),
+                AfterUnknown::NeedsReview => (
+                    Status::NeedsReview,
+                    Next::Done,
+                    Some(format!(
+                        "{}; outcome unknown at a destination that neither honours keys nor can be queried",
+                        error.detail
+                    )),
+                ),
+            }
+        }
     };
     debug_assert!(legal_from_in_flight(status), "in_flight -> {status}");
     let (response, external_reference) = match outcome {
@@ -161,9 +167,7 @@ fn report(a: &Attempted, outcome: &DeliveryOutcome, detail: Option<String>) -> R
 /// True when `to` is reachable from `in_flight` directly or through `unknown` (an unknown
 /// outcome that is re-sent or handed to a person in the same step).
 pub(crate) fn legal_from_in_flight(to: Status) -> bool {
-    Status::InFlight.transition(to).is_ok()
-        || (Status::InFlight.transition(Status::Unknown).is_ok()
-            && Status::Unknown.transition(to).is_ok())
+    oncebox_core::protocol::record_allowed(to)
 }
 
 #[cfg(test)]

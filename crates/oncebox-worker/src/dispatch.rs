@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use oncebox_core::config::{IdempotencyMode, RateLimitSettings};
+use oncebox_core::config::RateLimitSettings;
+use oncebox_core::protocol::ClaimedRow as ClaimedRowDecision;
 use oncebox_core::retry::RetryAfter;
 use oncebox_core::{AttemptError, AttemptKind, DeliveryOutcome, Status};
 use oncebox_delivery::DeliveryRequest;
@@ -81,28 +82,31 @@ pub(crate) fn triage(row: &ClaimedRow, routes: &Routes) -> Triage {
         );
     };
     const LOST: &str = "the worker that dispatched this attempt lost its lease before recording";
-    match (row.dispatched_at.is_some(), route.mode, row.deadline_passed) {
-        (true, IdempotencyMode::Lookup, _) => skip(
+    let decided = oncebox_core::protocol::claimed_row(
+        row.dispatched_at.is_some(),
+        route.mode,
+        row.deadline_passed,
+    );
+    match decided {
+        ClaimedRowDecision::LookUp => skip(
             Status::Unknown,
             Next::Reconcile,
             AttemptKind::PreviousOutcomeUnknown,
             &format!("{LOST}; to be looked up"),
         ),
-        (true, IdempotencyMode::None, _) | (true, IdempotencyMode::Key, true) => skip(
+        ClaimedRowDecision::NeedsReview => skip(
             Status::NeedsReview,
             Next::Done,
             AttemptKind::PreviousOutcomeUnknown,
             &format!("{LOST}; no safe way to resolve it"),
         ),
-        (false, _, true) => skip(
+        ClaimedRowDecision::Expire => skip(
             Status::Expired,
             Next::Done,
             AttemptKind::Expired,
             "the deadline passed before an attempt could start",
         ),
-        (prior_unknown, mode, _) => Triage::Send {
-            mark: !mode.honours_keys() && !prior_unknown,
-        },
+        ClaimedRowDecision::Send { mark } => Triage::Send { mark },
     }
 }
 
