@@ -46,6 +46,8 @@ pub struct Protocol {
     pub expiries: u8,
     /// Attempts each intent's retry policy allows.
     pub max_attempts: u32,
+    /// Operator decisions (retry, resolve, cancel) in a run.
+    pub decisions: u8,
     /// The protocol checked.
     pub variant: Variant,
 }
@@ -57,6 +59,9 @@ pub struct Row {
     pub epoch: u8,
     /// Whether a lease is held and unexpired.
     pub leased: bool,
+    /// The worker the lease was last given to, until a record or an operator's retry releases
+    /// it; writes are fenced on it with the epoch.
+    pub owner: Option<usize>,
     /// An attempt was marked dispatched and not recorded.
     pub dispatched: bool,
     /// Attempts made.
@@ -89,6 +94,8 @@ pub struct Job {
     pub epoch: u8,
     /// How far it got.
     pub stage: Stage,
+    /// The operator retries of the intent when it was claimed.
+    pub retries: u8,
 }
 
 /// A message on the network.
@@ -105,6 +112,8 @@ pub enum Message {
         worker: usize,
         /// That worker's lease epoch.
         epoch: u8,
+        /// The operator retries of the intent when its attempt was claimed.
+        retries: u8,
     },
     /// The destination's answer: the effect happened.
     Answer {
@@ -129,8 +138,11 @@ pub struct State {
     pub workers: Vec<Option<Job>>,
     /// Messages in flight, sorted (a set).
     pub network: Vec<Message>,
-    /// Requests each intent's destination received.
+    /// Requests each intent's destination received, of the attempts claimed since the intent's
+    /// last operator retry (a person's retry may knowingly send again).
     pub requests: Vec<u8>,
+    /// Operator retries of each intent.
+    pub retries: Vec<u8>,
     /// Effects each intent's destination made (a key-honouring one makes one per key).
     pub effects: Vec<u8>,
     /// A request arrived carrying another intent's key.
@@ -147,6 +159,14 @@ pub struct State {
     pub losses: u8,
     /// Leases expired so far.
     pub expiries: u8,
+    /// Operator decisions so far.
+    pub decisions: u8,
+    /// Whether a request was ever sent for each intent (the journal's attempt count above 0).
+    pub attempted: Vec<bool>,
+    /// An operator moved an intent while automation owned it.
+    pub operator_on_owned: bool,
+    /// A destination executed a request for an intent already cancelled.
+    pub effect_after_cancel: bool,
 }
 
 /// One step of the system.
@@ -172,6 +192,9 @@ pub enum Action {
     Crash(usize),
     /// Intent `i`'s lease expires (its holder was slow or dead).
     Expire(usize),
+    /// An operator decides intent `i`: moves it to this status (`oncebox ops retry`, `resolve`,
+    /// `cancel`), as the operator table allows.
+    Decide(usize, Status),
 }
 
 impl Protocol {
@@ -184,7 +207,21 @@ impl Protocol {
             losses: 1,
             expiries: 2,
             max_attempts: 2,
+            decisions: 0,
             variant,
+        }
+    }
+
+    /// An operator deciding once (retry, resolve or cancel, whichever the tables allow at any
+    /// moment), with one crash, one lost message and one lease expiry: operator decisions
+    /// restart an intent's attempts, which multiplies the states.
+    pub fn with_operator(variant: Variant) -> Protocol {
+        Protocol {
+            crashes: 1,
+            losses: 1,
+            expiries: 1,
+            decisions: 1,
+            ..Protocol::small(variant)
         }
     }
 
@@ -221,11 +258,12 @@ impl Protocol {
         )
     }
 
-    /// Whether a write by `job` reaches its row: the store's fence, unless the variant drops it.
-    fn fenced(&self, state: &mut State, job: &Job) -> bool {
+    /// Whether a write by worker `w`'s `job` reaches its row: the store's fence on the epoch and
+    /// the lease's holder, unless the variant drops it.
+    fn fenced(&self, state: &mut State, w: usize, job: &Job) -> bool {
         let current = state.outbox[job.intent]
             .as_ref()
-            .is_some_and(|row| row.epoch == job.epoch);
+            .is_some_and(|row| (row.epoch, row.owner) == (job.epoch, Some(w)));
         if !current && self.variant == Variant::NoFence && state.outbox[job.intent].is_some() {
             state.stale_write = true;
             return true;
@@ -251,6 +289,48 @@ impl Protocol {
         state.journal[i] = to;
     }
 
+    /// The store's checks before a cancel (`oncebox_store::ops::cancel`): never attempted, not
+    /// held by a worker, not marked dispatched.
+    fn cancellable(state: &State, i: usize) -> bool {
+        !state.attempted[i]
+            && state.outbox[i]
+                .as_ref()
+                .is_some_and(|row| row.owner.is_none() && !row.dispatched)
+    }
+
+    /// An operator's decision: the operator table says which; the outbox row is removed (cancel,
+    /// resolve) or queued afresh, unleased and undispatched, with a new retry budget (retry).
+    fn decide(&self, state: &mut State, i: usize, to: Status) {
+        let from = state.journal[i];
+        state.decisions += 1;
+        state.operator_on_owned |= matches!(
+            from,
+            Status::InFlight | Status::Unknown | Status::Reconciling
+        );
+        if from.operator_transition(to).is_err() {
+            state.illegal = true;
+        }
+        let overrides = oncebox_core::status::OPERATOR_OVERRIDES.contains(&(from, to));
+        if from.is_terminal() && !overrides {
+            state.terminal_changed = true;
+        }
+        state.journal[i] = to;
+        if to == Status::Pending {
+            state.retries[i] += 1;
+            state.requests[i] = 0;
+        }
+        state.outbox[i] = match to {
+            Status::Pending => Some(Row {
+                epoch: state.outbox[i].as_ref().map_or(0, |row| row.epoch),
+                leased: false,
+                owner: None,
+                dispatched: false,
+                attempts: 0,
+            }),
+            _ => None,
+        };
+    }
+
     fn claim(&self, state: &mut State, w: usize, i: usize) {
         let mode = self.intents[i];
         let Some(row) = state.outbox[i].as_mut() else {
@@ -258,6 +338,7 @@ impl Protocol {
         };
         row.epoch += 1;
         row.leased = true;
+        row.owner = Some(w);
         let epoch = row.epoch;
         let stage = match protocol::claimed_row(row.dispatched, mode, false) {
             ClaimedRow::Send { mark } if mark && self.variant != Variant::NoDispatchMark => {
@@ -273,13 +354,14 @@ impl Protocol {
             intent: i,
             epoch,
             stage,
+            retries: state.retries[i],
         });
     }
 
     /// The status and the row after `job`'s record, as the worker decides it.
     fn record(&self, state: &mut State, w: usize, job: Job) {
         state.workers[w] = None;
-        if !self.fenced(state, &job) {
+        if !self.fenced(state, w, &job) {
             return; // the lease was lost: nothing is written
         }
         let i = job.intent;
@@ -301,6 +383,7 @@ impl Protocol {
             Stage::ToMark | Stage::ToSend | Stage::Calling => return,
         };
         row.leased = false;
+        row.owner = None;
         row.dispatched = false;
         if done {
             state.outbox[i] = None;
@@ -314,9 +397,13 @@ impl Protocol {
             key,
             worker,
             epoch,
+            retries,
         } = message
         {
-            state.requests[intent] = state.requests[intent].saturating_add(1);
+            if retries == state.retries[intent] {
+                state.requests[intent] = state.requests[intent].saturating_add(1);
+            }
+            state.effect_after_cancel |= state.journal[intent] == Status::Cancelled;
             state.wrong_key |= key != intent;
             if !(mode.honours_keys() && state.effects[intent] > 0) {
                 state.effects[intent] = state.effects[intent].saturating_add(1);
@@ -359,6 +446,7 @@ impl Model for Protocol {
                 Some(Row {
                     epoch: 0,
                     leased: false,
+                    owner: None,
                     dispatched: false,
                     attempts: 0,
                 });
@@ -367,6 +455,7 @@ impl Model for Protocol {
             workers: vec![None; usize::from(self.workers)],
             network: Vec::new(),
             requests: vec![0; n],
+            retries: vec![0; n],
             effects: vec![0; n],
             wrong_key: false,
             stale_write: false,
@@ -375,6 +464,10 @@ impl Model for Protocol {
             crashes: 0,
             losses: 0,
             expiries: 0,
+            decisions: 0,
+            attempted: vec![false; n],
+            operator_on_owned: false,
+            effect_after_cancel: false,
         }]
     }
 
@@ -410,6 +503,15 @@ impl Model for Protocol {
                 actions.push(Action::Lose(*m));
             }
         }
+        if state.decisions < self.decisions {
+            for (i, status) in state.journal.iter().enumerate() {
+                for to in status.operator_next() {
+                    if *to != Status::Cancelled || Self::cancellable(state, i) {
+                        actions.push(Action::Decide(i, *to));
+                    }
+                }
+            }
+        }
         for (i, row) in state.outbox.iter().enumerate() {
             if row.as_ref().is_some_and(|r| r.leased) && state.expiries < self.expiries {
                 actions.push(Action::Expire(i));
@@ -423,7 +525,7 @@ impl Model for Protocol {
             Action::Claim(w, i) => self.claim(&mut state, w, i),
             Action::Mark(w) => {
                 let mut job = state.workers[w]?;
-                if self.fenced(&mut state, &job) {
+                if self.fenced(&mut state, w, &job) {
                     if let Some(row) = state.outbox[job.intent].as_mut() {
                         row.dispatched = true;
                     }
@@ -440,8 +542,10 @@ impl Model for Protocol {
                     key: job.intent,
                     worker: w,
                     epoch: job.epoch,
+                    retries: job.retries,
                 };
                 insert(&mut state.network, request);
+                state.attempted[job.intent] = true;
                 job.stage = Stage::Calling;
                 state.workers[w] = Some(job);
             }
@@ -487,6 +591,7 @@ impl Model for Protocol {
                 state.workers[w] = None;
                 state.crashes += 1;
             }
+            Action::Decide(i, to) => self.decide(&mut state, i, to),
             Action::Expire(i) => {
                 if let Some(row) = state.outbox[i].as_mut() {
                     row.leased = false;
@@ -502,12 +607,21 @@ impl Model for Protocol {
             Property::always("fencing: a stale lease never writes", |_, s: &State| {
                 !s.stale_write
             }),
-            Property::always("a terminal status never changes", |_, s: &State| {
-                !s.terminal_changed
-            }),
+            Property::always(
+                "a terminal status changes only by the operator override the table lists",
+                |_, s: &State| !s.terminal_changed,
+            ),
             Property::always("every status change is in the table", |_, s: &State| {
                 !s.illegal
             }),
+            Property::always(
+                "an operator never moves an intent automation owns",
+                |_, s: &State| !s.operator_on_owned,
+            ),
+            Property::always(
+                "a cancelled intent has no effect after its cancel",
+                |_, s: &State| !s.effect_after_cancel,
+            ),
             Property::always(
                 "every request carries its intent's one key",
                 |_, s: &State| !s.wrong_key,
@@ -522,7 +636,7 @@ impl Model for Protocol {
                 },
             ),
             Property::always(
-                "a destination that does not is never sent a second request",
+                "a destination that does not is never sent a second request, unless a person retries",
                 |m: &Protocol, s: &State| {
                     m.intents
                         .iter()
