@@ -331,6 +331,23 @@ impl Protocol {
         };
     }
 
+    /// Worker `w` marks its row dispatched, fenced; a worker whose lease was lost drops its job
+    /// and sends nothing.
+    fn mark(&self, state: &mut State, w: usize) {
+        let Some(mut job) = state.workers[w] else {
+            return;
+        };
+        if self.fenced(state, w, &job) {
+            if let Some(row) = state.outbox[job.intent].as_mut() {
+                row.dispatched = true;
+            }
+            job.stage = Stage::ToSend;
+            state.workers[w] = Some(job);
+        } else {
+            state.workers[w] = None;
+        }
+    }
+
     fn claim(&self, state: &mut State, w: usize, i: usize) {
         let mode = self.intents[i];
         let Some(row) = state.outbox[i].as_mut() else {
@@ -523,18 +540,7 @@ impl Model for Protocol {
         let mut state = last.clone();
         match action {
             Action::Claim(w, i) => self.claim(&mut state, w, i),
-            Action::Mark(w) => {
-                let mut job = state.workers[w]?;
-                if self.fenced(&mut state, w, &job) {
-                    if let Some(row) = state.outbox[job.intent].as_mut() {
-                        row.dispatched = true;
-                    }
-                    job.stage = Stage::ToSend;
-                    state.workers[w] = Some(job);
-                } else {
-                    state.workers[w] = None; // the lease was lost: nothing is sent
-                }
-            }
+            Action::Mark(w) => self.mark(&mut state, w),
             Action::Send(w) => {
                 let mut job = state.workers[w]?;
                 let request = Message::Request {
