@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The delivery protocol's model check (crates/oncebox-model). Without arguments: the small
-# bounds the test command checks. With --deep: deeper bounds (Protocol::deep: three intents, more
-# losses, lease expiries and attempts), optimised, printing the state count and the time.
+# models the test command checks. With --deep: Protocol::deep (the lane and the lookup intent
+# with a deadline and a slow worker as well) in place of the small models; optimised, printing
+# the state count and the time of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in

@@ -75,9 +75,99 @@ pub fn record_allowed(to: Status) -> bool {
             && Status::Unknown.transition(to).is_ok())
 }
 
+/// What a lookup at the destination saw for an intent whose outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LookupSeen {
+    /// The lookup failed and may succeed later (a timeout, a 5xx, a 429).
+    FailedTransient,
+    /// The lookup failed and cannot answer (a 4xx, an unreadable body).
+    FailedPermanent,
+    /// No effect carries the intent's key.
+    Nothing,
+    /// Exactly one effect, whose configured fields agree with the intent's arguments.
+    OneAgreeing,
+    /// Exactly one effect, whose configured fields differ from the intent's arguments.
+    OneDiffering,
+    /// More than one effect for one key.
+    Several,
+}
+
+/// What follows a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AfterLookup {
+    /// The effect happened once, as asked: the intent succeeded.
+    Succeeded,
+    /// Look again later; the intent stays `unknown`.
+    LookAgain,
+    /// Nothing happened at the destination after its consistency window: deliver again with the
+    /// same key (the intent is `pending` again).
+    Reissue,
+    /// The lookup cannot settle it safely: a person decides (`needs_review`).
+    NeedsReview,
+}
+
+impl AfterLookup {
+    /// The intent's status after the lookup is recorded.
+    pub fn status(self) -> Status {
+        match self {
+            AfterLookup::Succeeded => Status::Succeeded,
+            AfterLookup::LookAgain => Status::Unknown,
+            AfterLookup::Reissue => Status::Pending,
+            AfterLookup::NeedsReview => Status::NeedsReview,
+        }
+    }
+}
+
+/// Decides [`AfterLookup`] from what the lookup saw and whether the destination's consistency
+/// window has passed since the unknown attempt was dispatched (`window_passed`). Nothing found is
+/// trusted only past the window: inside it, an effect may exist and not be visible yet, so a
+/// second request is never sent on an early "nothing".
+pub fn after_lookup(seen: LookupSeen, window_passed: bool) -> AfterLookup {
+    match seen {
+        LookupSeen::FailedTransient => AfterLookup::LookAgain,
+        LookupSeen::Nothing if window_passed => AfterLookup::Reissue,
+        LookupSeen::Nothing => AfterLookup::LookAgain,
+        LookupSeen::OneAgreeing => AfterLookup::Succeeded,
+        LookupSeen::FailedPermanent | LookupSeen::OneDiffering | LookupSeen::Several => {
+            AfterLookup::NeedsReview
+        }
+    }
+}
+
+/// Whether an ordering lane's head entering `status` releases its lane to the next intent: it
+/// succeeded or was cancelled, or it ended failed, expired or needs_review on a lane that skips
+/// failures (`skip_failed`). Any other head holds its lane until an operator decides. The
+/// database's `oncebox.lane_advance` applies the same rule (a test holds the two equal).
+pub fn releases_lane(status: Status, skip_failed: bool) -> bool {
+    matches!(status, Status::Succeeded | Status::Cancelled)
+        || (skip_failed && status.is_dead_letter())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_found_is_trusted_only_past_the_window() {
+        assert_eq!(
+            after_lookup(LookupSeen::Nothing, false),
+            AfterLookup::LookAgain
+        );
+        assert_eq!(
+            after_lookup(LookupSeen::Nothing, true),
+            AfterLookup::Reissue
+        );
+        for window_passed in [false, true] {
+            assert_eq!(
+                after_lookup(LookupSeen::OneAgreeing, window_passed).status(),
+                Status::Succeeded
+            );
+            assert_eq!(
+                after_lookup(LookupSeen::Several, window_passed).status(),
+                Status::NeedsReview
+            );
+        }
+    }
 
     #[test]
     fn a_marked_row_is_never_sent_again_unless_its_destination_honours_keys() {

@@ -1,24 +1,31 @@
 //! oncebox's delivery protocol as an explicit-state model, checked exhaustively with
-//! [stateright](https://docs.rs/stateright): intents and their outbox rows, workers that claim
-//! (a lease with a new epoch), mark the row dispatched, send, record and crash at any step, run
-//! slow until their lease expires, and a network that loses requests and answers, against
-//! destinations that honour keys and destinations that do not.
+//! [stateright](https://docs.rs/stateright): intents (some in one ordering lane, some with a
+//! deadline) and their outbox rows; workers that claim (a lease with a new epoch), mark the row
+//! dispatched, send, record, look effects up and crash at any step, or run slow until their lease
+//! expires; a network that loses requests and answers; destinations that honour keys, that can be
+//! looked up after a consistency window, and that do neither; and operators who retry, resolve
+//! and cancel.
 //!
-//! Where the real code decides, the model calls it: the journal's transition table
-//! ([`Status::transition`]), what a claimed row needs ([`protocol::claimed_row`]), what follows an
-//! unknown outcome ([`protocol::after_unknown`]) and the retry budget
-//! ([`RetryPolicy::next_attempt`]). What the model adds is the store's fence (a write is applied
-//! only for the lease's current epoch) and the world around it. [`Variant`]s break one mechanism
-//! each, so the tests can show that the checker finds what the mechanism prevents.
+//! Where the real code decides, the model calls it: the journal's transition and operator tables
+//! ([`Status::transition`], [`Status::operator_transition`]), what a claimed row needs
+//! ([`protocol::claimed_row`]), what follows an unknown outcome ([`protocol::after_unknown`]),
+//! what a lookup's result means ([`protocol::after_lookup`]), which status releases an ordering
+//! lane ([`protocol::releases_lane`]) and the retry budget ([`RetryPolicy::next_attempt`]). What
+//! the model adds is the store's fence (a write is applied only for the lease's current epoch and
+//! holder), the lanes' parking and the world around them. [`Variant`]s break one mechanism each,
+//! so the tests can show that the checker finds what the mechanism prevents.
+//!
+//! Time is not modelled as a clock: a lease expiring, a deadline passing and a consistency window
+//! passing are steps of their own, which the checker may take at any moment they are allowed.
 
 use std::time::{Duration, SystemTime};
 
 use oncebox_core::RetryPolicy;
 use oncebox_core::config::IdempotencyMode;
-use oncebox_core::protocol::{self, AfterUnknown, ClaimedRow};
+use oncebox_core::protocol::{self, AfterLookup, AfterUnknown, ClaimedRow, LookupSeen};
 use oncebox_core::retry::RetryDecision;
 use oncebox_core::status::Status;
-use stateright::{Model, Property};
+use stateright::{Model, Property, Representative};
 
 /// Which version of the protocol is checked: the real one, or one with a mechanism removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,6 +36,54 @@ pub enum Variant {
     NoFence,
     /// Rows for destinations that do not honour keys are sent without the dispatch mark.
     NoDispatchMark,
+    /// An unknown outcome at a lookup destination is re-sent (as if it honoured keys) instead of
+    /// being looked up.
+    ResendWithoutLookup,
+    /// The intent after an ordering lane's head may be claimed while the head is unreleased.
+    SecondLaneHead,
+    /// A lookup that finds nothing always looks again, even past the consistency window: an
+    /// intent whose request was lost is never re-issued.
+    NeverReissue,
+}
+
+/// One intent of the model: its destination's idempotency mode, its ordering lane and whether
+/// it has a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntentSpec {
+    /// How its destination handles a repeated request.
+    pub mode: IdempotencyMode,
+    /// The ordering lane it was submitted to; intents of one lane are in submit order.
+    pub lane: Option<u8>,
+    /// Whether it has a deadline (which may pass at any moment before it is settled).
+    pub deadline: bool,
+}
+
+impl IntentSpec {
+    /// An intent outside any lane, without a deadline.
+    pub const fn alone(mode: IdempotencyMode) -> IntentSpec {
+        IntentSpec {
+            mode,
+            lane: None,
+            deadline: false,
+        }
+    }
+
+    /// An intent of lane `lane`, without a deadline.
+    pub const fn in_lane(mode: IdempotencyMode, lane: u8) -> IntentSpec {
+        IntentSpec {
+            mode,
+            lane: Some(lane),
+            deadline: false,
+        }
+    }
+
+    /// The same intent with a deadline.
+    pub const fn with_deadline(self) -> IntentSpec {
+        IntentSpec {
+            deadline: true,
+            ..self
+        }
+    }
 }
 
 /// The model's bounds and its variant.
@@ -36,24 +91,37 @@ pub enum Variant {
 pub struct Protocol {
     /// Worker processes.
     pub workers: u8,
-    /// One intent per entry, each to a destination of this idempotency mode.
-    pub intents: Vec<IdempotencyMode>,
+    /// The intents, in submit order.
+    pub intents: Vec<IntentSpec>,
     /// Worker crashes allowed in a run.
     pub crashes: u8,
     /// Requests or answers the network may lose in a run.
     pub losses: u8,
-    /// Leases that may expire in a run (their holder slow or dead).
+    /// Leases that may expire while their holder is alive and slow (a dead holder's lease
+    /// always expires in the end: that is time passing, not a fault).
     pub expiries: u8,
     /// Attempts each intent's retry policy allows.
     pub max_attempts: u32,
+    /// Lookups that may find nothing and look again, in a run (inside a consistency window;
+    /// the bound keeps the run finite).
+    pub early_looks: u8,
     /// Operator decisions (retry, resolve, cancel) in a run.
     pub decisions: u8,
     /// The protocol checked.
     pub variant: Variant,
 }
 
-/// An intent's outbox row: the lease (its epoch and holder) and the dispatch mark.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// The outbox phase a row is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    /// To be delivered.
+    Deliver,
+    /// To be looked up (reconciliation).
+    Reconcile,
+}
+
+/// An intent's outbox row: the lease (its epoch and holder), the phase and the dispatch mark.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Row {
     /// The lease's epoch, one more at every claim; writes are fenced on it.
     pub epoch: u8,
@@ -64,12 +132,27 @@ pub struct Row {
     pub owner: Option<usize>,
     /// An attempt was marked dispatched and not recorded.
     pub dispatched: bool,
-    /// Attempts made.
+    /// Delivery attempts made (a lookup is not one).
     pub attempts: u32,
+    /// Delivery or reconciliation.
+    pub phase: Phase,
+}
+
+impl Row {
+    fn fresh() -> Row {
+        Row {
+            epoch: 0,
+            leased: false,
+            owner: None,
+            dispatched: false,
+            attempts: 0,
+            phase: Phase::Deliver,
+        }
+    }
 }
 
 /// Where a worker is with the row it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Stage {
     /// Claimed; the row must be marked dispatched before the call.
     ToMark,
@@ -81,12 +164,44 @@ pub enum Stage {
     Answered,
     /// No answer in time: the outcome is unknown.
     TimedOut,
-    /// The claim decided the row needs no call: record this status.
+    /// The claim decided the row needs no call: record this status (`unknown`: to be looked up).
     Skip(Status),
+    /// A reconciliation claimed: the lookup is next.
+    ToLookUp,
+    /// The lookup answered: record what follows.
+    LookedUp(AfterLookup),
+}
+
+/// What becomes of an outbox row at a record (the store's `Next`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowNext {
+    /// Deleted: the work is finished.
+    Done,
+    /// Kept in its phase, to be claimed again.
+    Retry,
+    /// Moved from delivery to reconciliation.
+    Reconcile,
+    /// Moved from reconciliation back to delivery, to be sent again with the same key.
+    Reissue,
+}
+
+/// What a worker's record writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The intent.
+    pub intent: usize,
+    /// The phase of the row the worker holds.
+    pub phase: Phase,
+    /// The journal's new status.
+    pub status: Status,
+    /// What becomes of the row.
+    pub next: RowNext,
+    /// Delivery attempts made, this one included.
+    pub attempts: u32,
 }
 
 /// What one worker holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Job {
     /// The intent.
     pub intent: usize,
@@ -128,7 +243,7 @@ pub enum Message {
 
 /// The whole system: the journal, the outbox, the workers, the network, the destinations, and
 /// what the properties need to remember.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// Each intent's journal status.
     pub journal: Vec<Status>,
@@ -145,6 +260,14 @@ pub struct State {
     pub retries: Vec<u8>,
     /// Effects each intent's destination made (a key-honouring one makes one per key).
     pub effects: Vec<u8>,
+    /// Whether each intent's deadline has passed.
+    pub deadline_passed: Vec<bool>,
+    /// Whether each intent's consistency window has passed since its last dispatch mark and
+    /// request (every request of it has arrived or is lost, and every effect is visible to a
+    /// lookup).
+    pub window_passed: Vec<bool>,
+    /// Re-issues of each intent after a lookup past the window found nothing.
+    pub reissues: Vec<u8>,
     /// A request arrived carrying another intent's key.
     pub wrong_key: bool,
     /// A write was applied for a lease that was no longer the row's.
@@ -153,12 +276,16 @@ pub struct State {
     pub illegal: bool,
     /// A terminal status changed.
     pub terminal_changed: bool,
+    /// An effect of a lane intent happened after an effect of a later intent of its lane.
+    pub out_of_order: bool,
     /// Crashes so far.
     pub crashes: u8,
     /// Messages lost so far.
     pub losses: u8,
-    /// Leases expired so far.
+    /// Leases of live workers expired so far.
     pub expiries: u8,
+    /// Lookups that found nothing and will look again, so far.
+    pub early_looks: u8,
     /// Operator decisions so far.
     pub decisions: u8,
     /// Whether a request was ever sent for each intent (the journal's attempt count above 0).
@@ -186,37 +313,106 @@ pub enum Action {
     Lose(Message),
     /// Worker `w` gives up waiting: the outcome is unknown.
     Timeout(usize),
+    /// Worker `w` looks its intent's effect up and sees one (`true`) or nothing (`false`).
+    LookUp(usize, bool),
     /// Worker `w` records what it learned, fenced on its epoch.
     Record(usize),
     /// Worker `w` crashes and forgets its job; its lease runs on until it expires.
     Crash(usize),
     /// Intent `i`'s lease expires (its holder was slow or dead).
     Expire(usize),
+    /// Intent `i`'s deadline passes.
+    DeadlinePasses(usize),
+    /// Intent `i`'s consistency window passes.
+    WindowPasses(usize),
     /// An operator decides intent `i`: moves it to this status (`oncebox ops retry`, `resolve`,
     /// `cancel`), as the operator table allows.
     Decide(usize, Status),
 }
 
+impl Action {
+    /// Whether the action is a fault or a person's choice, not something the system does by
+    /// itself: the liveness property asks where the system gets without them.
+    fn is_fault_or_choice(self, state: &State) -> bool {
+        match self {
+            Action::Crash(_) | Action::Lose(_) | Action::Decide(..) => true,
+            Action::Expire(i) => holder_alive(state, i),
+            _ => false,
+        }
+    }
+}
+
+/// Whether intent `i`'s lease is held by a live worker still working on it (its expiry is then
+/// a slow worker, a fault; a dead holder's lease expiring is time passing).
+fn holder_alive(state: &State, i: usize) -> bool {
+    state.outbox[i].as_ref().is_some_and(|row| {
+        row.owner
+            .and_then(|w| state.workers[w])
+            .is_some_and(|job| (job.intent, job.epoch) == (i, row.epoch))
+    })
+}
+
 impl Protocol {
-    /// The bounds of the check the test command runs.
+    /// The first bounds the test command checks: two workers, two intents in one lane to a
+    /// destination that honours keys and one alone to a lookup destination; two crashes (a dead
+    /// worker's lease expires), one lost message, one early lookup, two attempts each.
     pub fn small(variant: Variant) -> Protocol {
         Protocol {
             workers: 2,
-            intents: vec![IdempotencyMode::Key, IdempotencyMode::None],
+            intents: vec![
+                IntentSpec::in_lane(IdempotencyMode::Key, 0),
+                IntentSpec::in_lane(IdempotencyMode::Key, 0),
+                IntentSpec::alone(IdempotencyMode::Lookup),
+            ],
             crashes: 2,
             losses: 1,
-            expiries: 2,
+            expiries: 0,
             max_attempts: 2,
+            early_looks: 1,
             decisions: 0,
             variant,
         }
     }
 
+    /// A slow worker: two intents alone (one to a destination that honours keys, with a
+    /// deadline; one to a destination that does neither), a live worker's lease expiring under
+    /// it, two crashes and one lost message.
+    pub fn slow_workers(variant: Variant) -> Protocol {
+        Protocol {
+            intents: vec![
+                IntentSpec::alone(IdempotencyMode::Key).with_deadline(),
+                IntentSpec::alone(IdempotencyMode::None),
+            ],
+            expiries: 1,
+            ..Protocol::small(variant)
+        }
+    }
+
+    /// Reconciliation under faults: one intent to a lookup destination, with three crashes, two
+    /// lost messages, three live workers' leases expiring and two early lookups.
+    pub fn lookups(variant: Variant) -> Protocol {
+        Protocol {
+            intents: vec![IntentSpec::alone(IdempotencyMode::Lookup)],
+            crashes: 3,
+            losses: 2,
+            expiries: 3,
+            early_looks: 2,
+            ..Protocol::small(variant)
+        }
+    }
+
     /// An operator deciding once (retry, resolve or cancel, whichever the tables allow at any
-    /// moment), with one crash, one lost message and one lease expiry: operator decisions
-    /// restart an intent's attempts, which multiplies the states.
+    /// moment), over two intents alone (honours keys; neither), with one crash, one lost message
+    /// and one live worker's lease expiring: operator decisions restart an intent's attempts,
+    /// which multiplies the states. (A person resolving a lane's head while a stalled worker's
+    /// request is still on its way can put the lane's effects out of order: the operations
+    /// guide says so, and this model leaves lanes out.)
     pub fn with_operator(variant: Variant) -> Protocol {
         Protocol {
+            intents: vec![
+                IntentSpec::alone(IdempotencyMode::Key),
+                IntentSpec::alone(IdempotencyMode::None),
+            ],
             crashes: 1,
             losses: 1,
             expiries: 1,
@@ -225,22 +421,26 @@ impl Protocol {
         }
     }
 
-    /// Deeper bounds, for `scripts/model-check.sh --deep`: a third crash, a second lost message
-    /// and a third lease expiry.
+    /// Deeper bounds, for `scripts/model-check.sh --deep`: the lane and the lookup intent of
+    /// [`Protocol::small`] with a deadline on the lane's head and a live worker's lease expiring.
     pub fn deep(variant: Variant) -> Protocol {
-        Protocol {
-            crashes: 3,
-            losses: 2,
-            expiries: 3,
+        let mut deep = Protocol {
+            expiries: 1,
             ..Protocol::small(variant)
-        }
+        };
+        deep.intents[0] = deep.intents[0].with_deadline();
+        deep
     }
 
-    /// The bounds `ONCEBOX_MODEL_BOUNDS` names: `deep`, or the small ones.
-    pub fn from_env(variant: Variant) -> Protocol {
+    /// The models the test command checks, or with `ONCEBOX_MODEL_BOUNDS=deep` the deep one.
+    pub fn from_env(variant: Variant) -> Vec<Protocol> {
         match std::env::var("ONCEBOX_MODEL_BOUNDS").as_deref() {
-            Ok("deep") => Protocol::deep(variant),
-            _ => Protocol::small(variant),
+            Ok("deep") => vec![Protocol::deep(variant)],
+            _ => vec![
+                Protocol::small(variant),
+                Protocol::slow_workers(variant),
+                Protocol::lookups(variant),
+            ],
         }
     }
 
@@ -256,6 +456,34 @@ impl Protocol {
             policy.next_attempt(made, now, None, None, &mut || 0.0),
             RetryDecision::RetryAt(_)
         )
+    }
+
+    /// The idempotency mode the worker acts on for intent `i` (the variant that re-sends
+    /// without a lookup treats a lookup destination as one that honours keys).
+    fn mode(&self, i: usize) -> IdempotencyMode {
+        match self.intents[i].mode {
+            IdempotencyMode::Lookup if self.variant == Variant::ResendWithoutLookup => {
+                IdempotencyMode::Key
+            }
+            mode => mode,
+        }
+    }
+
+    /// The intents of intent `i`'s lane submitted before it.
+    fn earlier_in_lane(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let lane = self.intents[i].lane;
+        (0..i).filter(move |j| lane.is_some() && self.intents[*j].lane == lane)
+    }
+
+    /// Whether intent `i` may be delivered as far as its lane goes: every earlier intent of its
+    /// lane has released it (the store parks the others). The broken variant lets the second
+    /// intent of a lane go while the first holds it.
+    pub fn lane_open(&self, state: &State, i: usize) -> bool {
+        let holding = self
+            .earlier_in_lane(i)
+            .filter(|j| !protocol::releases_lane(state.journal[*j], false))
+            .count();
+        holding == 0 || (self.variant == Variant::SecondLaneHead && holding == 1)
     }
 
     /// Whether a write by worker `w`'s `job` reaches its row: the store's fence on the epoch and
@@ -274,6 +502,17 @@ impl Protocol {
     /// Moves intent `i` to `to` through the transition table (a record from `in_flight` as the
     /// worker may write it: [`protocol::record_allowed`]), remembering what it must not do.
     fn set_status(state: &mut State, i: usize, to: Status) {
+        Self::write_status(state, i, to, false);
+    }
+
+    /// Moves intent `i` to `to` as a worker's record does: the claim put the intent in flight
+    /// even where the journal does not show it (a destination that honours keys skips the
+    /// dispatch mark's write, so its intent is recorded from `pending` or `unknown`).
+    fn record_status(state: &mut State, i: usize, to: Status) {
+        Self::write_status(state, i, to, true);
+    }
+
+    fn write_status(state: &mut State, i: usize, to: Status, record: bool) {
         let from = state.journal[i];
         if from == to {
             return;
@@ -281,8 +520,10 @@ impl Protocol {
         if from.is_terminal() {
             state.terminal_changed = true;
         }
+        let claimed = matches!(from, Status::Pending | Status::Unknown)
+            && from.transition(Status::InFlight).is_ok();
         let allowed = from.transition(to).is_ok()
-            || (from == Status::InFlight && protocol::record_allowed(to));
+            || ((from == Status::InFlight || (record && claimed)) && protocol::record_allowed(to));
         if !allowed {
             state.illegal = true;
         }
@@ -322,10 +563,7 @@ impl Protocol {
         state.outbox[i] = match to {
             Status::Pending => Some(Row {
                 epoch: state.outbox[i].as_ref().map_or(0, |row| row.epoch),
-                leased: false,
-                owner: None,
-                dispatched: false,
-                attempts: 0,
+                ..Row::fresh()
             }),
             _ => None,
         };
@@ -341,6 +579,9 @@ impl Protocol {
             if let Some(row) = state.outbox[job.intent].as_mut() {
                 row.dispatched = true;
             }
+            Self::set_status(state, job.intent, Status::InFlight);
+            // The consistency window runs from the dispatch mark.
+            state.window_passed[job.intent] = false;
             job.stage = Stage::ToSend;
             state.workers[w] = Some(job);
         } else {
@@ -349,7 +590,8 @@ impl Protocol {
     }
 
     fn claim(&self, state: &mut State, w: usize, i: usize) {
-        let mode = self.intents[i];
+        let mode = self.mode(i);
+        let deadline_passed = state.deadline_passed[i];
         let Some(row) = state.outbox[i].as_mut() else {
             return;
         };
@@ -357,16 +599,28 @@ impl Protocol {
         row.leased = true;
         row.owner = Some(w);
         let epoch = row.epoch;
-        let stage = match protocol::claimed_row(row.dispatched, mode, false) {
-            ClaimedRow::Send { mark } if mark && self.variant != Variant::NoDispatchMark => {
-                Stage::ToMark
+        // A reconciliation shows as `reconciling` (fenced, at once); a delivery's status
+        // changes at its dispatch mark or its record.
+        let (stage, status) = match row.phase {
+            Phase::Reconcile => (Stage::ToLookUp, Some(Status::Reconciling)),
+            Phase::Deliver => {
+                let stage = match protocol::claimed_row(row.dispatched, mode, deadline_passed) {
+                    ClaimedRow::Send { mark }
+                        if mark && self.variant != Variant::NoDispatchMark =>
+                    {
+                        Stage::ToMark
+                    }
+                    ClaimedRow::Send { .. } => Stage::ToSend,
+                    ClaimedRow::LookUp => Stage::Skip(Status::Unknown),
+                    ClaimedRow::NeedsReview => Stage::Skip(Status::NeedsReview),
+                    ClaimedRow::Expire => Stage::Skip(Status::Expired),
+                };
+                (stage, None)
             }
-            ClaimedRow::Send { .. } => Stage::ToSend,
-            ClaimedRow::LookUp => Stage::Skip(Status::Unknown),
-            ClaimedRow::NeedsReview => Stage::Skip(Status::NeedsReview),
-            ClaimedRow::Expire => Stage::Skip(Status::Expired),
         };
-        Self::set_status(state, i, Status::InFlight);
+        if let Some(status) = status {
+            Self::set_status(state, i, status);
+        }
         state.workers[w] = Some(Job {
             intent: i,
             epoch,
@@ -375,40 +629,113 @@ impl Protocol {
         });
     }
 
-    /// The status and the row after `job`'s record, as the worker decides it.
-    fn record(&self, state: &mut State, w: usize, job: Job) {
-        state.workers[w] = None;
+    /// Worker `w` looks intent `i`'s effect up and sees one or nothing; the core decides what
+    /// that means.
+    fn look_up(&self, state: &mut State, w: usize, seen: bool) {
+        let Some(job) = state.workers[w] else {
+            return;
+        };
+        let window_passed =
+            state.window_passed[job.intent] && self.variant != Variant::NeverReissue;
+        let seen = if seen {
+            LookupSeen::OneAgreeing
+        } else {
+            LookupSeen::Nothing
+        };
+        let after = protocol::after_lookup(seen, window_passed);
+        if after == AfterLookup::LookAgain {
+            state.early_looks += 1;
+        }
+        state.workers[w] = Some(Job {
+            stage: Stage::LookedUp(after),
+            ..job
+        });
+    }
+
+    /// What worker `w`'s record would write, as the worker decides it: `None` when its job is
+    /// not at a record.
+    pub fn decision(&self, state: &State, w: usize) -> Option<Decision> {
+        let job = state.workers[w]?;
+        let i = job.intent;
+        let row = state.outbox[i].as_ref()?;
+        let from = row.phase;
+        let attempts = row.attempts + u32::from(job.stage == Stage::TimedOut);
+        // The status, and what becomes of the row: deleted, or kept in this phase.
+        let (status, keep) = match job.stage {
+            Stage::Answered => (Status::Succeeded, None),
+            Stage::TimedOut => {
+                match protocol::after_unknown(self.mode(i), self.retry_left(attempts)) {
+                    AfterUnknown::Resend => (Status::Unknown, Some(Phase::Deliver)),
+                    AfterUnknown::LookUp => (Status::Unknown, Some(Phase::Reconcile)),
+                    AfterUnknown::NeedsReview => (Status::NeedsReview, None),
+                }
+            }
+            Stage::Skip(Status::Unknown) => (Status::Unknown, Some(Phase::Reconcile)),
+            Stage::Skip(status) => (status, None),
+            Stage::LookedUp(after) => (
+                after.status(),
+                match after {
+                    AfterLookup::Succeeded | AfterLookup::NeedsReview => None,
+                    AfterLookup::LookAgain => Some(Phase::Reconcile),
+                    AfterLookup::Reissue => Some(Phase::Deliver),
+                },
+            ),
+            Stage::ToMark | Stage::ToSend | Stage::Calling | Stage::ToLookUp => return None,
+        };
+        let next = match (from, keep) {
+            (_, None) => RowNext::Done,
+            (Phase::Deliver, Some(Phase::Reconcile)) => RowNext::Reconcile,
+            (Phase::Reconcile, Some(Phase::Deliver)) => RowNext::Reissue,
+            (_, Some(_)) => RowNext::Retry,
+        };
+        Some(Decision {
+            intent: i,
+            phase: from,
+            status,
+            next,
+            attempts,
+        })
+    }
+
+    /// Worker `w` records its job's outcome, fenced on its epoch.
+    fn record(&self, state: &mut State, w: usize) {
+        let decided = self.decision(state, w);
+        let Some(job) = state.workers[w].take() else {
+            return;
+        };
+        let Some(d) = decided else {
+            return;
+        };
         if !self.fenced(state, w, &job) {
             return; // the lease was lost: nothing is written
         }
-        let i = job.intent;
-        let Some(row) = state.outbox[i].as_mut() else {
-            return;
-        };
-        let (status, done) = match job.stage {
-            Stage::Answered => (Status::Succeeded, true),
-            Stage::TimedOut => {
-                row.attempts += 1;
-                let left = self.retry_left(row.attempts);
-                match protocol::after_unknown(self.intents[i], left) {
-                    AfterUnknown::Resend => (Status::Unknown, false),
-                    AfterUnknown::LookUp => (Status::Unknown, false),
-                    AfterUnknown::NeedsReview => (Status::NeedsReview, true),
+        let i = d.intent;
+        if d.next == RowNext::Reissue {
+            state.reissues[i] = state.reissues[i].saturating_add(1);
+        }
+        match d.next {
+            RowNext::Done => state.outbox[i] = None,
+            next => {
+                if let Some(row) = state.outbox[i].as_mut() {
+                    row.leased = false;
+                    row.owner = None;
+                    row.attempts = d.attempts;
+                    let phase = match next {
+                        RowNext::Reconcile => Phase::Reconcile,
+                        RowNext::Reissue => Phase::Deliver,
+                        _ => row.phase,
+                    };
+                    // A reconciliation keeps the mark's dispatch time (its window runs from
+                    // it); every other record clears it.
+                    row.dispatched = row.dispatched && phase == Phase::Reconcile;
+                    row.phase = phase;
                 }
             }
-            Stage::Skip(status) => (status, !matches!(status, Status::Unknown)),
-            Stage::ToMark | Stage::ToSend | Stage::Calling => return,
-        };
-        row.leased = false;
-        row.owner = None;
-        row.dispatched = false;
-        if done {
-            state.outbox[i] = None;
         }
-        Self::set_status(state, i, status);
+        Self::record_status(state, i, d.status);
     }
 
-    fn execute(state: &mut State, mode: IdempotencyMode, message: Message) {
+    fn execute(&self, state: &mut State, message: Message) {
         if let Message::Request {
             intent,
             key,
@@ -417,13 +744,19 @@ impl Protocol {
             retries,
         } = message
         {
-            if retries == state.retries[intent] {
+            // Requests are counted where a property reads them (a destination that honours
+            // keys is judged by its effects): fewer distinct states.
+            if retries == state.retries[intent] && !self.intents[intent].mode.honours_keys() {
                 state.requests[intent] = state.requests[intent].saturating_add(1);
             }
             state.effect_after_cancel |= state.journal[intent] == Status::Cancelled;
             state.wrong_key |= key != intent;
-            if !(mode.honours_keys() && state.effects[intent] > 0) {
+            if !(self.intents[intent].mode.honours_keys() && state.effects[intent] > 0) {
                 state.effects[intent] = state.effects[intent].saturating_add(1);
+                let lane = self.intents[intent].lane;
+                state.out_of_order |= lane.is_some()
+                    && (intent + 1..self.intents.len())
+                        .any(|k| self.intents[k].lane == lane && state.effects[k] > 0);
             }
             insert(
                 &mut state.network,
@@ -435,6 +768,127 @@ impl Protocol {
             );
         }
     }
+
+    /// What worker `w`, holding `job`, may do next (and crash).
+    fn job_actions(&self, state: &State, w: usize, job: &Job, actions: &mut Vec<Action>) {
+        match job.stage {
+            Stage::ToMark => actions.push(Action::Mark(w)),
+            Stage::ToSend => actions.push(Action::Send(w)),
+            Stage::Calling => actions.push(Action::Timeout(w)),
+            Stage::ToLookUp => {
+                let i = job.intent;
+                if state.effects[i] > 0 {
+                    actions.push(Action::LookUp(w, true));
+                }
+                // Nothing is seen past the window only where there is nothing;
+                // a look that will look again spends the early-look budget.
+                let trusted = state.window_passed[i] && self.variant != Variant::NeverReissue;
+                let nothing = if trusted {
+                    state.effects[i] == 0
+                } else {
+                    (state.effects[i] == 0 || !state.window_passed[i])
+                        && state.early_looks < self.early_looks
+                };
+                if nothing {
+                    actions.push(Action::LookUp(w, false));
+                }
+            }
+            Stage::Answered | Stage::TimedOut | Stage::Skip(_) | Stage::LookedUp(_) => {
+                actions.push(Action::Record(w))
+            }
+        }
+        if state.crashes < self.crashes {
+            actions.push(Action::Crash(w));
+        }
+    }
+
+    /// Worker `w` sends its request, carrying the intent's key.
+    fn send(&self, state: &mut State, w: usize) {
+        let Some(mut job) = state.workers[w] else {
+            return;
+        };
+        let request = Message::Request {
+            intent: job.intent,
+            key: job.intent,
+            worker: w,
+            epoch: job.epoch,
+            retries: job.retries,
+        };
+        insert(&mut state.network, request);
+        // Only a cancel asks whether an intent was ever attempted.
+        state.attempted[job.intent] |= self.decisions > 0;
+        state.window_passed[job.intent] = false;
+        job.stage = Stage::Calling;
+        state.workers[w] = Some(job);
+    }
+
+    /// Whether the system can still move by itself (without a fault or a person's choice).
+    fn can_progress(&self, state: &State) -> bool {
+        let mut actions = Vec::new();
+        self.actions(state, &mut actions);
+        actions.iter().any(|a| !a.is_fault_or_choice(state))
+    }
+}
+
+impl State {
+    /// This state with its workers renumbered: worker `w` becomes `to[w]`.
+    fn renumbered(&self, to: &[usize]) -> State {
+        let mut s = self.clone();
+        for (w, job) in self.workers.iter().enumerate() {
+            s.workers[to[w]] = *job;
+        }
+        for row in s.outbox.iter_mut().flatten() {
+            row.owner = row.owner.map(|w| to[w]);
+        }
+        for m in &mut s.network {
+            match m {
+                Message::Request { worker, .. } | Message::Answer { worker, .. } => {
+                    *worker = to[*worker];
+                }
+            }
+        }
+        s.network.sort();
+        s
+    }
+}
+
+/// Workers are interchangeable: a state and the same state with its workers renumbered behave
+/// alike, so the checker visits one of them (the least, under every renumbering).
+impl Representative for State {
+    fn representative(&self) -> Self {
+        let mut best = self.clone();
+        let mut to: Vec<usize> = (0..self.workers.len()).collect();
+        permute(&mut to, 0, &mut |to| {
+            let s = self.renumbered(to);
+            if s < best {
+                best = s;
+            }
+        });
+        best
+    }
+}
+
+/// Calls `f` with every ordering of `items[k..]` (the first `k` fixed).
+fn permute(items: &mut [usize], k: usize, f: &mut impl FnMut(&[usize])) {
+    if k == items.len() {
+        f(items);
+        return;
+    }
+    for j in k..items.len() {
+        items.swap(k, j);
+        permute(items, k + 1, f);
+        items.swap(k, j);
+    }
+}
+
+/// Whether intent `i` is in flight: its journal says so (dispatched, unknown or being looked
+/// up), or a worker holds it under the row's current lease (claimed, maybe calling). A stalled
+/// worker whose lease was taken over holds nothing: its writes are fenced out.
+fn in_flight(state: &State, i: usize) -> bool {
+    matches!(
+        state.journal[i],
+        Status::InFlight | Status::Unknown | Status::Reconciling
+    ) || holder_alive(state, i)
 }
 
 /// Adds `m` to the sorted set `network`.
@@ -459,28 +913,24 @@ impl Model for Protocol {
         let n = self.intents.len();
         vec![State {
             journal: vec![Status::Pending; n],
-            outbox: vec![
-                Some(Row {
-                    epoch: 0,
-                    leased: false,
-                    owner: None,
-                    dispatched: false,
-                    attempts: 0,
-                });
-                n
-            ],
+            outbox: vec![Some(Row::fresh()); n],
             workers: vec![None; usize::from(self.workers)],
             network: Vec::new(),
             requests: vec![0; n],
             retries: vec![0; n],
             effects: vec![0; n],
+            deadline_passed: vec![false; n],
+            window_passed: vec![false; n],
+            reissues: vec![0; n],
             wrong_key: false,
             stale_write: false,
             illegal: false,
             terminal_changed: false,
+            out_of_order: false,
             crashes: 0,
             losses: 0,
             expiries: 0,
+            early_looks: 0,
             decisions: 0,
             attempted: vec![false; n],
             operator_on_owned: false,
@@ -493,22 +943,15 @@ impl Model for Protocol {
             match job {
                 None => {
                     for (i, row) in state.outbox.iter().enumerate() {
-                        if row.as_ref().is_some_and(|r| !r.leased) {
+                        let claimable = row.as_ref().is_some_and(|r| {
+                            !r.leased && (r.phase == Phase::Reconcile || self.lane_open(state, i))
+                        });
+                        if claimable {
                             actions.push(Action::Claim(w, i));
                         }
                     }
                 }
-                Some(job) => {
-                    actions.push(match job.stage {
-                        Stage::ToMark => Action::Mark(w),
-                        Stage::ToSend => Action::Send(w),
-                        Stage::Calling => Action::Timeout(w),
-                        Stage::Answered | Stage::TimedOut | Stage::Skip(_) => Action::Record(w),
-                    });
-                    if state.crashes < self.crashes {
-                        actions.push(Action::Crash(w));
-                    }
-                }
+                Some(job) => self.job_actions(state, w, job, actions),
             }
         }
         for m in &state.network {
@@ -530,8 +973,30 @@ impl Model for Protocol {
             }
         }
         for (i, row) in state.outbox.iter().enumerate() {
-            if row.as_ref().is_some_and(|r| r.leased) && state.expiries < self.expiries {
+            let Some(row) = row else { continue };
+            if row.leased && (!holder_alive(state, i) || state.expiries < self.expiries) {
                 actions.push(Action::Expire(i));
+            }
+            // The window is assumed longer than any request's flight and any worker's stall
+            // between its mark and its send: it passes only when neither is pending.
+            let quiet = !state
+                .network
+                .iter()
+                .any(|m| matches!(m, Message::Request { intent, .. } if *intent == i))
+                && !state.workers.iter().flatten().any(|job| {
+                    job.intent == i && matches!(job.stage, Stage::ToSend | Stage::ToMark)
+                });
+            if self.intents[i].mode == IdempotencyMode::Lookup
+                && row.phase == Phase::Reconcile
+                && !state.window_passed[i]
+                && quiet
+            {
+                actions.push(Action::WindowPasses(i));
+            }
+        }
+        for (i, spec) in self.intents.iter().enumerate() {
+            if spec.deadline && !state.deadline_passed[i] && !state.journal[i].is_settled() {
+                actions.push(Action::DeadlinePasses(i));
             }
         }
     }
@@ -541,26 +1006,10 @@ impl Model for Protocol {
         match action {
             Action::Claim(w, i) => self.claim(&mut state, w, i),
             Action::Mark(w) => self.mark(&mut state, w),
-            Action::Send(w) => {
-                let mut job = state.workers[w]?;
-                let request = Message::Request {
-                    intent: job.intent,
-                    key: job.intent,
-                    worker: w,
-                    epoch: job.epoch,
-                    retries: job.retries,
-                };
-                insert(&mut state.network, request);
-                state.attempted[job.intent] = true;
-                job.stage = Stage::Calling;
-                state.workers[w] = Some(job);
-            }
+            Action::Send(w) => self.send(&mut state, w),
             Action::Execute(m) => {
                 remove(&mut state.network, &m);
-                let Message::Request { intent, .. } = m else {
-                    return None;
-                };
-                Self::execute(&mut state, self.intents[intent], m);
+                self.execute(&mut state, m);
             }
             Action::Receive(m) => {
                 remove(&mut state.network, &m);
@@ -589,22 +1038,37 @@ impl Model for Protocol {
                     ..job
                 });
             }
-            Action::Record(w) => {
-                let job = state.workers[w]?;
-                self.record(&mut state, w, job);
-            }
+            Action::LookUp(w, seen) => self.look_up(&mut state, w, seen),
+            Action::Record(w) => self.record(&mut state, w),
             Action::Crash(w) => {
                 state.workers[w] = None;
                 state.crashes += 1;
             }
             Action::Decide(i, to) => self.decide(&mut state, i, to),
             Action::Expire(i) => {
+                if holder_alive(&state, i) {
+                    state.expiries += 1;
+                }
                 if let Some(row) = state.outbox[i].as_mut() {
                     row.leased = false;
                 }
-                state.expiries += 1;
             }
+            Action::DeadlinePasses(i) => state.deadline_passed[i] = true,
+            Action::WindowPasses(i) => state.window_passed[i] = true,
         }
+        // An answer no worker waits for any more (its job recorded, crashed or was fenced out;
+        // a new job has a new epoch) can only be dropped: drop it now, one state fewer.
+        let workers = &state.workers;
+        state.network.retain(|m| match *m {
+            Message::Answer {
+                intent,
+                worker,
+                epoch,
+            } => workers[worker].is_some_and(|job| {
+                (job.intent, job.epoch, job.stage) == (intent, epoch, Stage::Calling)
+            }),
+            Message::Request { .. } => true,
+        });
         Some(state)
     }
 
@@ -638,16 +1102,50 @@ impl Model for Protocol {
                     m.intents
                         .iter()
                         .zip(&s.effects)
-                        .all(|(mode, effects)| !mode.honours_keys() || *effects <= 1)
+                        .all(|(spec, effects)| !spec.mode.honours_keys() || *effects <= 1)
+                },
+            ),
+            Property::always(
+                "a lookup destination is sent a second request only after a lookup past the window found nothing, and makes one effect",
+                |m: &Protocol, s: &State| {
+                    (0..m.intents.len()).all(|i| {
+                        m.intents[i].mode != IdempotencyMode::Lookup
+                            || (s.requests[i] <= 1 + s.reissues[i] && s.effects[i] <= 1)
+                    })
                 },
             ),
             Property::always(
                 "a destination that does not is never sent a second request, unless a person retries",
                 |m: &Protocol, s: &State| {
-                    m.intents
-                        .iter()
-                        .zip(&s.requests)
-                        .all(|(mode, requests)| mode.honours_keys() || *requests <= 1)
+                    m.intents.iter().zip(&s.requests).all(|(spec, requests)| {
+                        spec.mode != IdempotencyMode::None || *requests <= 1
+                    })
+                },
+            ),
+            Property::always(
+                "an ordering lane has at most one intent in flight",
+                |m: &Protocol, s: &State| {
+                    m.intents.iter().filter_map(|spec| spec.lane).all(|lane| {
+                        let in_flight = (0..m.intents.len())
+                            .filter(|i| m.intents[*i].lane == Some(lane) && in_flight(s, *i));
+                        in_flight.count() <= 1
+                    })
+                },
+            ),
+            Property::always(
+                "an ordering lane's effects happen in submit order",
+                |_, s: &State| !s.out_of_order,
+            ),
+            Property::always(
+                "liveness: once faults stop, every intent ends terminal, in needs_review or behind a lane head in it",
+                |m: &Protocol, s: &State| {
+                    m.can_progress(s)
+                        || (0..m.intents.len()).all(|i| {
+                            let st = s.journal[i];
+                            st.is_terminal()
+                                || st == Status::NeedsReview
+                                || (st == Status::Pending && !m.lane_open(s, i))
+                        })
                 },
             ),
         ]

@@ -129,6 +129,37 @@ async fn the_sql_sets_are_the_rust_sets(pool: PgPool) {
     }
 }
 
+/// The database's lane release (`oncebox.lane_advance`) follows `protocol::releases_lane`, the
+/// rule the protocol's model checks.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_lane_is_released_by_the_statuses_the_protocol_names(pool: PgPool) {
+    for skip_failed in [false, true] {
+        for status in Status::ALL {
+            let lane: i64 = sqlx::query_scalar(
+                "INSERT INTO oncebox.lanes (tenant_id, destination, ordering_key, last_seq, skip_failed) \
+                 VALUES ('t', 'd', $1, 2, $2) RETURNING id",
+            )
+            .bind(format!("{status}-{skip_failed}"))
+            .bind(skip_failed)
+            .fetch_one(&pool)
+            .await
+            .expect("lane");
+            let moved: Option<i64> =
+                sqlx::query_scalar("SELECT oncebox.lane_advance($1, 1, $2, false)")
+                    .bind(lane)
+                    .bind(status)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("advance");
+            assert_eq!(
+                moved.is_some(),
+                oncebox_core::protocol::releases_lane(status, skip_failed),
+                "{status}, skip_failed {skip_failed}"
+            );
+        }
+    }
+}
+
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_once_and_rerun_cleanly(pool: PgPool) {
     oncebox_store::migrate(&pool).await.expect("first run");

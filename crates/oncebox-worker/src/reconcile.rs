@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use oncebox_core::config::LookupSettings;
+use oncebox_core::protocol::{self, AfterLookup, LookupSeen};
 use oncebox_core::retry::Jitter;
 use oncebox_core::{AttemptError, AttemptKind, Status};
 use oncebox_delivery::LookupResult;
@@ -60,40 +61,84 @@ pub fn decide_reconcile(
         )
         .complete(r);
     };
-    let decision = match result {
-        LookupResult::Failed {
-            transient: true,
-            detail,
-        } => {
+    let since = r
+        .dispatched_at
+        .and_then(|d| now.duration_since(d).ok())
+        .unwrap_or(window);
+    let seen = lookup_seen(settings, result, arguments);
+    let after = protocol::after_lookup(seen, since >= window);
+    let status = after.status();
+    let decision = match (after, result) {
+        (AfterLookup::LookAgain, LookupResult::Failed { detail, .. }) => {
             let delay = look_again_in(window, jitter);
             Decision::new(
-                Status::Unknown,
+                status,
                 Next::Retry(delay),
                 AttemptKind::LookupFailed,
                 format!("{detail}; looking again in {delay:?}"),
             )
         }
-        LookupResult::Failed {
-            transient: false,
-            detail,
-        } => Decision::new(
-            Status::NeedsReview,
+        (_, LookupResult::Failed { detail, .. }) => Decision::new(
+            status,
             Next::Done,
             AttemptKind::LookupFailed,
             format!("{detail}; the lookup cannot answer"),
         ),
-        LookupResult::Found(found) if found.is_empty() => {
-            nothing_found(r, url, window, now, jitter)
-        }
-        LookupResult::Found(found) if found.len() > 1 => Decision::new(
-            Status::NeedsReview,
-            Next::Done,
-            AttemptKind::LookupAmbiguous,
-            format!("GET {url} found {} effects for one intent", found.len()),
+        (AfterLookup::Reissue, _) => Decision::new(
+            status,
+            Next::Reissue,
+            AttemptKind::Reissue,
+            format!(
+                "GET {url} found nothing {since:?} after dispatch (window {window:?}): re-issued with the same key"
+            ),
         ),
-        LookupResult::Found(found) => one_found(settings, url, &found[0], arguments),
+        (AfterLookup::LookAgain, LookupResult::Found(_)) => {
+            let delay = look_again_in(window, jitter);
+            Decision::new(
+                status,
+                Next::Retry(delay),
+                AttemptKind::LookupNone,
+                format!(
+                    "GET {url} found nothing {since:?} after dispatch; inside the {window:?} window, looking again in {delay:?}"
+                ),
+            )
+        }
+        (AfterLookup::NeedsReview, LookupResult::Found(found)) if seen == LookupSeen::Several => {
+            Decision::new(
+                status,
+                Next::Done,
+                AttemptKind::LookupAmbiguous,
+                format!("GET {url} found {} effects for one intent", found.len()),
+            )
+        }
+        (AfterLookup::NeedsReview, LookupResult::Found(found)) => Decision::new(
+            status,
+            Next::Done,
+            AttemptKind::LookupMismatch,
+            format!(
+                "GET {url} found one effect whose {} differ from the intent",
+                differing(settings, &found[0], arguments).join(", ")
+            ),
+        ),
+        (AfterLookup::Succeeded, LookupResult::Found(found)) => one_found(settings, url, &found[0]),
     };
     decision.complete(r)
+}
+
+/// What the lookup saw, in the protocol's terms.
+fn lookup_seen(settings: &LookupSettings, result: &LookupResult, arguments: &Value) -> LookupSeen {
+    match result {
+        LookupResult::Failed {
+            transient: true, ..
+        } => LookupSeen::FailedTransient,
+        LookupResult::Failed { .. } => LookupSeen::FailedPermanent,
+        LookupResult::Found(found) if found.is_empty() => LookupSeen::Nothing,
+        LookupResult::Found(found) if found.len() > 1 => LookupSeen::Several,
+        LookupResult::Found(found) if differing(settings, &found[0], arguments).is_empty() => {
+            LookupSeen::OneAgreeing
+        }
+        LookupResult::Found(_) => LookupSeen::OneDiffering,
+    }
 }
 
 /// What a reconciliation decided, before it becomes a completion.
@@ -145,60 +190,19 @@ impl Decision {
     }
 }
 
-/// Nothing found: inside the consistency window (since dispatch), look again; past it, re-issue
-/// with the same key.
-fn nothing_found(
-    r: &Reconciling,
-    url: &str,
-    window: Duration,
-    now: SystemTime,
-    jitter: &mut impl Jitter,
-) -> Decision {
-    let since = r
-        .dispatched_at
-        .and_then(|d| now.duration_since(d).ok())
-        .unwrap_or(window);
-    if since >= window {
-        return Decision::new(
-            Status::Pending,
-            Next::Reissue,
-            AttemptKind::Reissue,
-            format!(
-                "GET {url} found nothing {since:?} after dispatch (window {window:?}): re-issued with the same key"
-            ),
-        );
-    }
-    let delay = look_again_in(window, jitter);
-    Decision::new(
-        Status::Unknown,
-        Next::Retry(delay),
-        AttemptKind::LookupNone,
-        format!(
-            "GET {url} found nothing {since:?} after dispatch; inside the {window:?} window, looking again in {delay:?}"
-        ),
-    )
-}
-
-/// Exactly one effect found: succeeded when its configured fields agree with the intent's
-/// arguments, needs_review otherwise.
-fn one_found(settings: &LookupSettings, url: &str, object: &Value, arguments: &Value) -> Decision {
-    let differing: Vec<&str> = settings
+/// The configured fields (JSON pointers) on which `object` differs from the intent's arguments.
+fn differing<'a>(settings: &'a LookupSettings, object: &Value, arguments: &Value) -> Vec<&'a str> {
+    settings
         .fields
         .iter()
         .map(|p| p.as_str())
         .filter(|p| object.pointer(p) != arguments.pointer(p))
-        .collect();
-    if !differing.is_empty() {
-        return Decision::new(
-            Status::NeedsReview,
-            Next::Done,
-            AttemptKind::LookupMismatch,
-            format!(
-                "GET {url} found one effect whose {} differ from the intent",
-                differing.join(", ")
-            ),
-        );
-    }
+        .collect()
+}
+
+/// Exactly one effect found and its configured fields agree with the intent's arguments: it
+/// succeeded, with that object as its response.
+fn one_found(settings: &LookupSettings, url: &str, object: &Value) -> Decision {
     let reference =
         settings
             .reference_pointer
@@ -213,7 +217,7 @@ fn one_found(settings: &LookupSettings, url: &str, object: &Value, arguments: &V
         response: Some(object.clone()),
         reference,
         ..Decision::new(
-            Status::Succeeded,
+            AfterLookup::Succeeded.status(),
             Next::Done,
             AttemptKind::LookupFound,
             format!(

@@ -1,0 +1,475 @@
+//! The model held against the real store: seeded random walks through the model's actions, each
+//! step run against Postgres through `oncebox-store` (claim, mark, record, lease expiry, deadline,
+//! operator decisions — with the workers and leases the model chose), the journal and outbox
+//! compared with the model's state after every step. A divergence names the seed and the step;
+//! `ONCEBOX_CONFORMANCE_SEED=n` replays one walk.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use oncebox_core::config::IdempotencyMode;
+use oncebox_core::{AttemptKind, NewIntent, Status};
+use oncebox_model::{Action, IntentSpec, Phase, Protocol, RowNext, State, Variant};
+use oncebox_store::ops::{self, Actor, Resolution};
+use oncebox_store::{Completion, Intake, Lease, Next, Report};
+use serde_json::json;
+use sqlx::PgPool;
+use stateright::Model;
+
+/// Walks and the most steps per walk in the test command (a walk ends early when the system
+/// has nothing left to do, after about 50 steps): a few thousand steps in all.
+const WALKS: u64 = 100;
+const STEPS: usize = 200;
+
+/// A small deterministic generator (xorshift64*), so a seed replays its walk.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+}
+
+/// The walked model: two intents in one lane to a destination that honours keys (the first with
+/// a deadline), two in a lane to a destination that does neither, one alone to a lookup
+/// destination and one alone to a destination that does neither; looser bounds than the
+/// exhaustive check, since a walk visits few states.
+fn protocol() -> Protocol {
+    Protocol {
+        workers: 2,
+        intents: vec![
+            IntentSpec::in_lane(IdempotencyMode::Key, 0).with_deadline(),
+            IntentSpec::in_lane(IdempotencyMode::Key, 0),
+            IntentSpec::in_lane(IdempotencyMode::None, 1),
+            IntentSpec::in_lane(IdempotencyMode::None, 1),
+            IntentSpec::alone(IdempotencyMode::Lookup),
+            IntentSpec::alone(IdempotencyMode::None),
+        ],
+        crashes: 3,
+        losses: 3,
+        expiries: 3,
+        max_attempts: 2,
+        early_looks: 3,
+        decisions: 3,
+        variant: Variant::Correct,
+    }
+}
+
+/// The action an intent of `spec` is submitted as: one per destination (a lane is a tenant,
+/// destination and ordering key).
+fn action_of(spec: &IntentSpec) -> &'static str {
+    match (spec.lane, spec.mode) {
+        (Some(0), _) => "lane0",
+        (Some(_), _) => "lane1",
+        (None, IdempotencyMode::Lookup) => "lookup",
+        (None, _) => "plain",
+    }
+}
+
+fn worker(w: usize) -> String {
+    format!("w{w}")
+}
+
+fn store_phase(p: Phase) -> oncebox_store::Phase {
+    match p {
+        Phase::Deliver => oncebox_store::Phase::Deliver,
+        Phase::Reconcile => oncebox_store::Phase::Reconcile,
+    }
+}
+
+/// An intent's journal status and its delivery or reconciliation row, as the store has them.
+#[derive(sqlx::FromRow)]
+struct Found {
+    status: Status,
+    phase: Option<oncebox_store::Phase>,
+    epoch: Option<i64>,
+    lease_owner: Option<String>,
+    leased: bool,
+    dispatched: bool,
+    parked: bool,
+}
+
+/// One walk: the store and the model side by side.
+struct Walk<'a> {
+    pool: &'a PgPool,
+    model: Protocol,
+    state: State,
+    /// The store's id of each model intent.
+    ids: Vec<i64>,
+    /// The lease each model worker holds in the store.
+    leases: HashMap<usize, Lease>,
+    /// The store's epoch of each intent's row when the walk began.
+    base_epochs: Vec<i64>,
+    seed: u64,
+    step: usize,
+}
+
+impl Walk<'_> {
+    fn fail(&self, what: &str) -> ! {
+        panic!(
+            "seed {} step {}: {what}\n  model: journal {:?}\n         outbox {:?}\n         workers {:?}\n  replay: ONCEBOX_CONFORMANCE_SEED={}",
+            self.seed,
+            self.step,
+            self.state.journal,
+            self.state.outbox,
+            self.state.workers,
+            self.seed
+        )
+    }
+
+    async fn sql(&self, statement: &'static str, id: i64) {
+        sqlx::query(statement)
+            .bind(id)
+            .execute(self.pool)
+            .await
+            .expect(statement);
+    }
+
+    /// Runs `action` against the store; returns the action the model takes (a claim may take
+    /// another row than the one the walk drew: the store decides which, the model must allow it).
+    async fn apply(&mut self, action: Action) -> Action {
+        match action {
+            Action::Claim(w, i) => {
+                let phase = self.state.outbox[i].as_ref().expect("claimable row").phase;
+                let mut conn = self.pool.acquire().await.expect("connection");
+                let rows = oncebox_store::claim(
+                    &mut *conn,
+                    store_phase(phase),
+                    &worker(w),
+                    1,
+                    Duration::from_secs(3600),
+                    &mut oncebox_store::TenantCursor::default(),
+                )
+                .await
+                .expect("claim");
+                let Some(row) = rows.first() else {
+                    self.fail(&format!(
+                        "the store claimed nothing where the model claims {action:?}"
+                    ));
+                };
+                let Some(j) = self.ids.iter().position(|id| *id == row.lease.intent_id) else {
+                    self.fail("the store claimed a row of no intent of the walk");
+                };
+                let taken = Action::Claim(w, j);
+                let mut allowed = Vec::new();
+                self.model.actions(&self.state, &mut allowed);
+                if !allowed.contains(&taken) {
+                    self.fail(&format!(
+                        "the store claimed intent {j}, which the model does not allow ({allowed:?})"
+                    ));
+                }
+                let model_row = self.state.outbox[j].as_ref().expect("claimable row");
+                if row.dispatched_at.is_some() != model_row.dispatched
+                    || row.deadline_passed != self.state.deadline_passed[j]
+                {
+                    self.fail(&format!(
+                        "claimed intent {j}: the store's dispatched_at {:?} and deadline_passed {} against the model's row {model_row:?}",
+                        row.dispatched_at, row.deadline_passed
+                    ));
+                }
+                if phase == Phase::Reconcile {
+                    let marked =
+                        oncebox_store::mark_reconciling(&mut *conn, &worker(w), &[row.lease])
+                            .await
+                            .expect("mark reconciling");
+                    if marked.len() != 1 {
+                        self.fail("a fresh reconcile lease was not marked reconciling");
+                    }
+                }
+                self.leases.insert(w, row.lease);
+                taken
+            }
+            Action::Mark(w) => {
+                let lease = self.leases[&w];
+                let marked = oncebox_store::mark_dispatched(self.pool, &worker(w), &[lease])
+                    .await
+                    .expect("mark");
+                let after = self.model.next_state(&self.state, action).expect("a step");
+                if marked.is_empty() == after.workers[w].is_some() {
+                    self.fail(&format!(
+                        "mark by {w}: the store marked {marked:?}, the model {}",
+                        if after.workers[w].is_some() {
+                            "did"
+                        } else {
+                            "fenced it out"
+                        }
+                    ));
+                }
+                action
+            }
+            Action::Record(w) => {
+                let lease = self.leases.remove(&w).expect("a lease");
+                let decision = self.model.decision(&self.state, w);
+                let written = match decision {
+                    Some(d) => {
+                        let completion = Completion {
+                            lease,
+                            phase: store_phase(d.phase),
+                            attempt: i32::try_from(d.attempts).expect("few attempts"),
+                            status: d.status,
+                            response: None,
+                            external_reference: None,
+                            last_error: None,
+                            next: match d.next {
+                                RowNext::Done => Next::Done,
+                                RowNext::Retry => Next::Retry(Duration::ZERO),
+                                RowNext::Reconcile => Next::Reconcile,
+                                RowNext::Reissue => Next::Reissue,
+                            },
+                            report: Some(Report {
+                                kind: AttemptKind::Succeeded,
+                                status_code: None,
+                                error_code: None,
+                                detail: Some(format!("conformance step {}", self.step)),
+                                elapsed: Duration::ZERO,
+                            }),
+                        };
+                        oncebox_store::record(self.pool, &worker(w), &[completion])
+                            .await
+                            .expect("record")
+                    }
+                    None => Vec::new(),
+                };
+                let fenced = self.state.workers[w].is_some_and(|job| {
+                    self.state.outbox[job.intent]
+                        .as_ref()
+                        .is_some_and(|row| (row.epoch, row.owner) == (job.epoch, Some(w)))
+                });
+                if written.is_empty() == (decision.is_some() && fenced) {
+                    self.fail(&format!(
+                        "record by {w}: the store wrote {written:?}, the model {}",
+                        if fenced { "writes" } else { "fences it out" }
+                    ));
+                }
+                action
+            }
+            Action::Crash(w) => {
+                self.leases.remove(&w);
+                action
+            }
+            Action::Expire(i) => {
+                self.sql(
+                    "UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 hour' \
+                     WHERE intent_id = $1 AND phase IN ('deliver', 'reconcile')",
+                    self.ids[i],
+                )
+                .await;
+                action
+            }
+            Action::DeadlinePasses(i) => {
+                self.sql(
+                    "UPDATE oncebox.intents SET deadline = now() - interval '1 hour' WHERE id = $1",
+                    self.ids[i],
+                )
+                .await;
+                action
+            }
+            Action::Decide(i, to) => {
+                let id = self.ids[i];
+                let actor = Actor::new("conformance", "ops", "test");
+                let mut tx = self.pool.begin().await.expect("begin");
+                let done = match to {
+                    Status::Pending => ops::retry(&mut tx, id, &actor, "walk").await,
+                    Status::Succeeded => {
+                        ops::resolve(
+                            &mut tx,
+                            id,
+                            &Resolution::Succeeded { reference: None },
+                            &actor,
+                            Some("walk"),
+                        )
+                        .await
+                    }
+                    Status::Failed => {
+                        ops::resolve(
+                            &mut tx,
+                            id,
+                            &Resolution::Failed {
+                                reason: "walk".into(),
+                            },
+                            &actor,
+                            Some("walk"),
+                        )
+                        .await
+                    }
+                    Status::Cancelled => ops::cancel(&mut tx, id, &actor, Some("walk")).await,
+                    other => self.fail(&format!("the operator table offered {other:?}")),
+                };
+                if let Err(e) = done {
+                    self.fail(&format!("the store refused the operator's {action:?}: {e}"));
+                }
+                tx.commit().await.expect("commit");
+                action
+            }
+            // The network, the destinations, time windows and lookups are the model's alone.
+            Action::Send(_)
+            | Action::Execute(_)
+            | Action::Receive(_)
+            | Action::Lose(_)
+            | Action::Timeout(_)
+            | Action::LookUp(..)
+            | Action::WindowPasses(_) => action,
+        }
+    }
+
+    /// Compares every intent's journal row and outbox row with the model's.
+    async fn compare(&self) {
+        for (i, id) in self.ids.iter().enumerate() {
+            let found: Found = sqlx::query_as(
+                "SELECT i.status, o.phase, o.epoch, o.lease_owner, \
+                        coalesce(o.lease_expires_at > now(), false) AS leased, \
+                        o.dispatched_at IS NOT NULL AS dispatched, \
+                        coalesce(o.available_at = 'infinity', false) AS parked \
+                 FROM oncebox.intents i LEFT JOIN oncebox.outbox o \
+                   ON o.intent_id = i.id AND o.phase IN ('deliver', 'reconcile') \
+                 WHERE i.id = $1",
+            )
+            .bind(id)
+            .fetch_one(self.pool)
+            .await
+            .expect("intent");
+            let status = found.status;
+            let row = found.phase.map(|phase| {
+                (
+                    phase,
+                    found.epoch.unwrap_or_default(),
+                    found.lease_owner.clone(),
+                    found.leased,
+                    found.dispatched,
+                    found.parked,
+                )
+            });
+            if status != self.state.journal[i] {
+                self.fail(&format!(
+                    "intent {i}: the store's status is {status:?}, the model's {:?}",
+                    self.state.journal[i]
+                ));
+            }
+            match (&row, &self.state.outbox[i]) {
+                (None, None) => {}
+                (Some((phase, epoch, owner, leased, dispatched, parked)), Some(m)) => {
+                    let model_owner = m.owner.map(worker);
+                    let same = *phase == store_phase(m.phase)
+                        && *epoch - self.base_epochs[i] == i64::from(m.epoch)
+                        && *owner == model_owner
+                        && (owner.is_none() || *leased == m.leased)
+                        && *dispatched == m.dispatched;
+                    if !same {
+                        self.fail(&format!(
+                            "intent {i}: the store's row (phase {phase:?}, epoch {epoch} from {}, owner {owner:?}, leased {leased}, dispatched {dispatched}) against the model's {m:?}",
+                            self.base_epochs[i]
+                        ));
+                    }
+                    // A lane's follower waits parked until its lane opens (a claimed row keeps
+                    // the time it was claimed at).
+                    if m.phase == Phase::Deliver
+                        && owner.is_none()
+                        && *parked == self.model.lane_open(&self.state, i)
+                    {
+                        self.fail(&format!(
+                            "intent {i}: parked {parked} in the store, lane open {} in the model",
+                            self.model.lane_open(&self.state, i)
+                        ));
+                    }
+                }
+                (store, model) => self.fail(&format!(
+                    "intent {i}: the store's outbox row {store:?}, the model's {model:?}"
+                )),
+            }
+        }
+    }
+}
+
+async fn walk(pool: &PgPool, seed: u64) -> usize {
+    sqlx::query(
+        "TRUNCATE oncebox.intents, oncebox.outbox, oncebox.lanes, oncebox.attempts, \
+         oncebox.audit, oncebox.held_arguments RESTART IDENTITY CASCADE",
+    )
+    .execute(pool)
+    .await
+    .expect("truncate");
+    let model = protocol();
+    let intake = Intake::from_actions(
+        ["lane0", "lane1", "lookup", "plain"].map(|a| (a.to_owned(), vec![])),
+        None,
+    )
+    .expect("no rule hashes");
+    let mut ids = Vec::new();
+    for (i, spec) in model.intents.iter().enumerate() {
+        let mut tx = pool.begin().await.expect("begin");
+        let intent = NewIntent {
+            ordering_key: spec.lane.map(|l| format!("lane-{l}")),
+            deadline: spec
+                .deadline
+                .then(|| std::time::SystemTime::now() + Duration::from_secs(86_400)),
+            ..NewIntent::new("t", format!("k{i}"), action_of(spec), json!({"i": i}))
+        };
+        let submitted = intake.submit(&mut tx, intent).await.expect("submit");
+        tx.commit().await.expect("commit");
+        ids.push(submitted.intent.id);
+    }
+    let mut base_epochs = Vec::new();
+    for id in &ids {
+        let epoch: i64 = sqlx::query_scalar(
+            "SELECT epoch FROM oncebox.outbox WHERE intent_id = $1 AND phase = 'deliver'",
+        )
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .expect("epoch");
+        base_epochs.push(epoch);
+    }
+    let state = model.init_states().remove(0);
+    let mut walk = Walk {
+        pool,
+        model,
+        state,
+        ids,
+        leases: HashMap::new(),
+        base_epochs,
+        seed,
+        step: 0,
+    };
+    walk.compare().await;
+    let mut rng = Rng::new(seed);
+    for step in 1..=STEPS {
+        walk.step = step;
+        let mut actions = Vec::new();
+        walk.model.actions(&walk.state, &mut actions);
+        if actions.is_empty() {
+            return step - 1;
+        }
+        let drawn = actions[rng.below(actions.len())];
+        let taken = walk.apply(drawn).await;
+        walk.state = walk
+            .model
+            .next_state(&walk.state, taken)
+            .unwrap_or_else(|| walk.fail(&format!("the model cannot take {taken:?}")));
+        walk.compare().await;
+    }
+    STEPS
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_store_does_what_the_model_does_step_by_step(pool: PgPool) {
+    let seeds: Vec<u64> = match std::env::var("ONCEBOX_CONFORMANCE_SEED") {
+        Ok(s) => vec![s.parse().expect("ONCEBOX_CONFORMANCE_SEED is a number")],
+        Err(_) => (1..=WALKS).collect(),
+    };
+    let mut steps = 0;
+    for seed in seeds {
+        steps += walk(&pool, seed).await;
+    }
+    eprintln!("{steps} steps held against the store");
+    assert!(
+        steps >= 2000 || std::env::var("ONCEBOX_CONFORMANCE_SEED").is_ok(),
+        "{steps} steps"
+    );
+}
