@@ -1,8 +1,8 @@
 //! oncebox's delivery protocol as an explicit-state model, checked exhaustively with
 //! [stateright](https://docs.rs/stateright): intents (some in one ordering lane, some with a
 //! deadline) and their outbox rows; workers that claim (a lease with a new epoch), mark the row
-//! dispatched, send, record, look effects up and crash at any step, or run slow until their lease
-//! expires; a network that loses requests and answers; destinations that honour keys, that can be
+//! dispatched, send, renew their lease, record, look effects up, stop (giving the lease back) and
+//! crash at any step, or run slow until their lease expires; a network that loses requests and answers; destinations that honour keys, that can be
 //! looked up after a consistency window, and that do neither; and operators who retry, resolve
 //! and cancel.
 //!
@@ -132,7 +132,8 @@ pub struct Row {
     pub owner: Option<usize>,
     /// An attempt was marked dispatched and not recorded.
     pub dispatched: bool,
-    /// Delivery attempts made (a lookup is not one).
+    /// Delivery attempts made since the last operator retry (a lookup is not one), counted at
+    /// the dispatch mark where there is one, else at the record.
     pub attempts: u32,
     /// Delivery or reconciliation.
     pub phase: Phase,
@@ -288,7 +289,8 @@ pub struct State {
     pub early_looks: u8,
     /// Operator decisions so far.
     pub decisions: u8,
-    /// Whether a request was ever sent for each intent (the journal's attempt count above 0).
+    /// Whether each intent's journal counts an attempt (its dispatch mark or a recorded attempt
+    /// set the attempt count above 0).
     pub attempted: Vec<bool>,
     /// An operator moved an intent while automation owned it.
     pub operator_on_owned: bool,
@@ -319,6 +321,12 @@ pub enum Action {
     Record(usize),
     /// Worker `w` crashes and forgets its job; its lease runs on until it expires.
     Crash(usize),
+    /// Worker `w`'s renewer extends its lease, fenced on its epoch and holder; a worker whose
+    /// lease was taken over abandons its call and writes nothing.
+    Renew(usize),
+    /// Worker `w` stops: it abandons its call and gives its lease back (fenced: the lease expires
+    /// now, its holder is kept), so another worker takes the row at once. It counts as a crash.
+    Release(usize),
     /// Intent `i`'s lease expires (its holder was slow or dead).
     Expire(usize),
     /// Intent `i`'s deadline passes.
@@ -335,7 +343,7 @@ impl Action {
     /// itself: the liveness property asks where the system gets without them.
     fn is_fault_or_choice(self, state: &State) -> bool {
         match self {
-            Action::Crash(_) | Action::Lose(_) | Action::Decide(..) => true,
+            Action::Crash(_) | Action::Release(_) | Action::Lose(_) | Action::Decide(..) => true,
             Action::Expire(i) => holder_alive(state, i),
             _ => false,
         }
@@ -530,13 +538,41 @@ impl Protocol {
         state.journal[i] = to;
     }
 
-    /// The store's checks before a cancel (`oncebox_store::ops::cancel`): never attempted, not
-    /// held by a worker, not marked dispatched.
-    fn cancellable(state: &State, i: usize) -> bool {
+    /// The store's checks before a cancel (`oncebox_store::ops::cancel`): no attempt recorded,
+    /// and a delivery row that no worker holds or held (a lease that ran out, or was given back
+    /// at a stop, keeps its holder: the call may have been sent) and that is not marked
+    /// dispatched.
+    pub fn cancellable(state: &State, i: usize) -> bool {
         !state.attempted[i]
-            && state.outbox[i]
-                .as_ref()
-                .is_some_and(|row| row.owner.is_none() && !row.dispatched)
+            && state.outbox[i].as_ref().is_none_or(|row| {
+                row.phase == Phase::Reconcile || (row.owner.is_none() && !row.dispatched)
+            })
+    }
+
+    /// Worker `w`'s renewer: the lease is extended while `w` still holds it (even after it ran
+    /// out, as long as no other worker took it); otherwise the call is abandoned.
+    fn renew(state: &mut State, w: usize) {
+        let Some(job) = state.workers[w] else {
+            return;
+        };
+        match state.outbox[job.intent].as_mut() {
+            Some(row) if (row.epoch, row.owner) == (job.epoch, Some(w)) => row.leased = true,
+            _ => state.workers[w] = None,
+        }
+    }
+
+    /// Worker `w` stops: its call is abandoned and its lease made to expire now, fenced; the
+    /// holder and the dispatch mark stay, as a crashed worker's do (the call may have been sent).
+    fn release(state: &mut State, w: usize) {
+        let Some(job) = state.workers[w].take() else {
+            return;
+        };
+        state.crashes += 1;
+        if let Some(row) = state.outbox[job.intent].as_mut()
+            && (row.epoch, row.owner) == (job.epoch, Some(w))
+        {
+            row.leased = false;
+        }
     }
 
     /// An operator's decision: the operator table says which; the outbox row is removed (cancel,
@@ -578,8 +614,11 @@ impl Protocol {
         if self.fenced(state, w, &job) {
             if let Some(row) = state.outbox[job.intent].as_mut() {
                 row.dispatched = true;
+                row.attempts += 1;
             }
             Self::set_status(state, job.intent, Status::InFlight);
+            // The store's attempt count rises at the mark; only a cancel asks for it.
+            state.attempted[job.intent] |= self.decisions > 0;
             // The consistency window runs from the dispatch mark.
             state.window_passed[job.intent] = false;
             job.stage = Stage::ToSend;
@@ -659,7 +698,9 @@ impl Protocol {
         let i = job.intent;
         let row = state.outbox[i].as_ref()?;
         let from = row.phase;
-        let attempts = row.attempts + u32::from(job.stage == Stage::TimedOut);
+        // A call is one more attempt, counted at its dispatch mark where it has one.
+        let called = matches!(job.stage, Stage::Answered | Stage::TimedOut);
+        let attempts = row.attempts + u32::from(called && !row.dispatched);
         // The status, and what becomes of the row: deleted, or kept in this phase.
         let (status, keep) = match job.stage {
             Stage::Answered => (Status::Succeeded, None),
@@ -710,6 +751,7 @@ impl Protocol {
             return; // the lease was lost: nothing is written
         }
         let i = d.intent;
+        state.attempted[i] |= self.decisions > 0 && d.attempts > 0;
         if d.next == RowNext::Reissue {
             state.reissues[i] = state.reissues[i].saturating_add(1);
         }
@@ -800,6 +842,18 @@ impl Protocol {
         if state.crashes < self.crashes {
             actions.push(Action::Crash(w));
         }
+        // The renewer and a stop act on calls under way (after the mark, before the answer);
+        // a renewal that changes nothing is left out.
+        if matches!(job.stage, Stage::ToSend | Stage::Calling) {
+            let row = state.outbox[job.intent].as_ref();
+            let held = row.is_some_and(|r| (r.epoch, r.owner) == (job.epoch, Some(w)));
+            if !held || row.is_some_and(|r| !r.leased) {
+                actions.push(Action::Renew(w));
+            }
+            if held && state.crashes < self.crashes {
+                actions.push(Action::Release(w));
+            }
+        }
     }
 
     /// Worker `w` sends its request, carrying the intent's key.
@@ -815,8 +869,6 @@ impl Protocol {
             retries: job.retries,
         };
         insert(&mut state.network, request);
-        // Only a cancel asks whether an intent was ever attempted.
-        state.attempted[job.intent] |= self.decisions > 0;
         state.window_passed[job.intent] = false;
         job.stage = Stage::Calling;
         state.workers[w] = Some(job);
@@ -1044,6 +1096,8 @@ impl Model for Protocol {
                 state.workers[w] = None;
                 state.crashes += 1;
             }
+            Action::Renew(w) => Self::renew(&mut state, w),
+            Action::Release(w) => Self::release(&mut state, w),
             Action::Decide(i, to) => self.decide(&mut state, i, to),
             Action::Expire(i) => {
                 if holder_alive(&state, i) {

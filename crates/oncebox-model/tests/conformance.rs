@@ -1,7 +1,9 @@
 //! The model held against the real store: seeded random walks through the model's actions, each
-//! step run against Postgres through `oncebox-store` (claim, mark, record, lease expiry, deadline,
-//! operator decisions — with the workers and leases the model chose), the journal and outbox
-//! compared with the model's state after every step. A divergence names the seed and the step;
+//! step run against Postgres through `oncebox-store` (claim, mark, renew, release, record, lease
+//! expiry, deadline, operator decisions — with the workers and leases the model chose), the
+//! journal and outbox compared with the model's state after every step, and every cancel the
+//! operator table would allow tried (and rolled back): the store must refuse where the model
+//! does. A divergence names the seed and the step;
 //! `ONCEBOX_CONFORMANCE_SEED=n` replays one walk.
 
 use std::collections::HashMap;
@@ -94,6 +96,7 @@ struct Found {
     leased: bool,
     dispatched: bool,
     parked: bool,
+    attempts: Option<i32>,
 }
 
 /// One walk: the store and the model side by side.
@@ -254,6 +257,50 @@ impl Walk<'_> {
                 self.leases.remove(&w);
                 action
             }
+            Action::Renew(w) => {
+                let lease = self.leases[&w];
+                let renewed = oncebox_store::renew(
+                    self.pool,
+                    &worker(w),
+                    oncebox_store::Phase::Deliver,
+                    &[lease],
+                    Duration::from_secs(3600),
+                )
+                .await
+                .expect("renew");
+                let after = self.model.next_state(&self.state, action).expect("a step");
+                if renewed.is_empty() == after.workers[w].is_some() {
+                    self.fail(&format!(
+                        "renew by {w}: the store renewed {renewed:?}, the model {}",
+                        if after.workers[w].is_some() {
+                            "did"
+                        } else {
+                            "abandoned the call"
+                        }
+                    ));
+                }
+                if renewed.is_empty() {
+                    self.leases.remove(&w);
+                }
+                action
+            }
+            Action::Release(w) => {
+                let lease = self.leases.remove(&w).expect("a lease");
+                let released = oncebox_store::release(
+                    self.pool,
+                    &worker(w),
+                    oncebox_store::Phase::Deliver,
+                    &[lease],
+                )
+                .await
+                .expect("release");
+                if released.len() != 1 {
+                    self.fail(&format!(
+                        "release by {w}: the store released {released:?}, the model its lease"
+                    ));
+                }
+                action
+            }
             Action::Expire(i) => {
                 self.sql(
                     "UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 hour' \
@@ -319,6 +366,37 @@ impl Walk<'_> {
         }
     }
 
+    /// Asks the store to cancel every intent the operator table would let a person cancel, in a
+    /// transaction rolled back: the store must refuse exactly where the model does.
+    async fn compare_cancels(&self) {
+        for (i, id) in self.ids.iter().enumerate() {
+            if self.state.journal[i]
+                .operator_transition(Status::Cancelled)
+                .is_err()
+            {
+                continue;
+            }
+            let mut tx = self.pool.begin().await.expect("begin");
+            let actor = Actor::new("conformance", "ops", "test");
+            let store = ops::cancel(&mut tx, *id, &actor, Some("probe")).await;
+            tx.rollback().await.expect("rollback");
+            if store.is_ok() != Protocol::cancellable(&self.state, i) {
+                self.fail(&format!(
+                    "cancel of intent {i}: the store {}, the model {}",
+                    match &store {
+                        Ok(_) => "cancels it".to_owned(),
+                        Err(e) => format!("refuses ({e})"),
+                    },
+                    if Protocol::cancellable(&self.state, i) {
+                        "cancels it"
+                    } else {
+                        "refuses"
+                    }
+                ));
+            }
+        }
+    }
+
     /// Compares every intent's journal row and outbox row with the model's.
     async fn compare(&self) {
         for (i, id) in self.ids.iter().enumerate() {
@@ -326,7 +404,8 @@ impl Walk<'_> {
                 "SELECT i.status, o.phase, o.epoch, o.lease_owner, \
                         coalesce(o.lease_expires_at > now(), false) AS leased, \
                         o.dispatched_at IS NOT NULL AS dispatched, \
-                        coalesce(o.available_at = 'infinity', false) AS parked \
+                        coalesce(o.available_at = 'infinity', false) AS parked, \
+                        o.attempt - o.budget_from AS attempts \
                  FROM oncebox.intents i LEFT JOIN oncebox.outbox o \
                    ON o.intent_id = i.id AND o.phase IN ('deliver', 'reconcile') \
                  WHERE i.id = $1",
@@ -344,6 +423,7 @@ impl Walk<'_> {
                     found.leased,
                     found.dispatched,
                     found.parked,
+                    found.attempts.unwrap_or_default(),
                 )
             });
             if status != self.state.journal[i] {
@@ -354,16 +434,17 @@ impl Walk<'_> {
             }
             match (&row, &self.state.outbox[i]) {
                 (None, None) => {}
-                (Some((phase, epoch, owner, leased, dispatched, parked)), Some(m)) => {
+                (Some((phase, epoch, owner, leased, dispatched, parked, attempts)), Some(m)) => {
                     let model_owner = m.owner.map(worker);
                     let same = *phase == store_phase(m.phase)
                         && *epoch - self.base_epochs[i] == i64::from(m.epoch)
                         && *owner == model_owner
                         && (owner.is_none() || *leased == m.leased)
-                        && *dispatched == m.dispatched;
+                        && *dispatched == m.dispatched
+                        && i64::from(*attempts) == i64::from(m.attempts);
                     if !same {
                         self.fail(&format!(
-                            "intent {i}: the store's row (phase {phase:?}, epoch {epoch} from {}, owner {owner:?}, leased {leased}, dispatched {dispatched}) against the model's {m:?}",
+                            "intent {i}: the store's row (phase {phase:?}, epoch {epoch} from {}, owner {owner:?}, leased {leased}, dispatched {dispatched}, attempts {attempts} since the last retry) against the model's {m:?}",
                             self.base_epochs[i]
                         ));
                     }
@@ -453,6 +534,7 @@ async fn walk(pool: &PgPool, seed: u64) -> usize {
             .next_state(&walk.state, taken)
             .unwrap_or_else(|| walk.fail(&format!("the model cannot take {taken:?}")));
         walk.compare().await;
+        walk.compare_cancels().await;
     }
     STEPS
 }

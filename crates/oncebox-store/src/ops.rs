@@ -491,7 +491,7 @@ pub async fn cancel(
     match leased {
         Some((Some(owner), _)) => {
             return Err(OpsError::Refused(format!(
-                "worker {owner} holds intent {} and may be dispatching it: it cannot be cancelled",
+                "worker {owner} holds intent {} or held it until it stopped, and may have dispatched it: it cannot be cancelled (another worker takes it over when the lease runs out)",
                 i.idempotency_key
             )));
         }

@@ -241,3 +241,72 @@ async fn a_purge_removes_every_batch_of_old_intents_and_nothing_else(pool: PgPoo
     .expect("left");
     assert_eq!(left, ["waiting", "young"]);
 }
+
+/// What the protocol model found: a worker claims a row for a destination that honours keys (no
+/// dispatch mark), sends, and stops (its lease given back) or stalls past its lease; a cancel
+/// then succeeded, and the request still on its way made an effect for a cancelled intent. A
+/// row that a worker holds or held cannot be cancelled; a released row is taken over at once.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_row_a_worker_held_cannot_be_cancelled_and_a_released_one_is_taken_at_once(pool: PgPool) {
+    use oncebox_store::{Phase, TenantCursor};
+    use std::time::Duration;
+    let intake = Intake::from_actions([("a".to_owned(), vec![])], None)
+        .expect("no rule hashes")
+        .with_notify(false);
+    let mut ids = Vec::new();
+    for key in ["stopped", "stalled"] {
+        let mut tx = pool.begin().await.expect("begin");
+        let new = NewIntent::new("t", key, "a", json!({"n": 1}));
+        ids.push(intake.submit(&mut tx, new).await.expect("submit").intent.id);
+        tx.commit().await.expect("commit");
+    }
+    let claim = async |worker: &str| {
+        let mut conn = pool.acquire().await.expect("connection");
+        let lease = Duration::from_secs(3600);
+        let mut cursor = TenantCursor::default();
+        oncebox_store::claim(&mut *conn, Phase::Deliver, worker, 2, lease, &mut cursor)
+            .await
+            .expect("claim")
+    };
+    let rows = claim("w1").await;
+    assert_eq!(rows.len(), 2);
+    let stopped = rows
+        .iter()
+        .find(|r| r.lease.intent_id == ids[0])
+        .expect("claimed");
+    let released = oncebox_store::release(&pool, "w1", Phase::Deliver, &[stopped.lease])
+        .await
+        .expect("release");
+    assert_eq!(released, vec![ids[0]]);
+    sqlx::query(
+        "UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 s' WHERE intent_id = $1",
+    )
+    .bind(ids[1])
+    .execute(&pool)
+    .await
+    .expect("the stalled worker's lease runs out");
+    for (id, key) in ids.iter().zip(["stopped", "stalled"]) {
+        let why = refusal(&pool, async |tx| ops::cancel(tx, *id, &ana(), None).await).await;
+        assert!(
+            why.contains("worker w1") && why.contains("may have dispatched"),
+            "{key}: {why}"
+        );
+        let i = intent_by_key(&pool, "t", key)
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(
+            i.status,
+            Status::Pending,
+            "{key}: a refusal changes nothing"
+        );
+    }
+    // Both rows go to the next worker at once: neither waits for its lease.
+    let taken = claim("w2").await;
+    let mut taken: Vec<(i64, i64, bool)> = taken
+        .iter()
+        .map(|r| (r.lease.intent_id, r.lease.epoch, r.lease_taken_over))
+        .collect();
+    taken.sort_unstable();
+    assert_eq!(taken, vec![(ids[0], 2, true), (ids[1], 2, true)]);
+}

@@ -138,7 +138,8 @@ async fn room(
 }
 
 /// Shutdown: the calls under way get the grace period; the rest are abandoned and their leases
-/// released (not left to expire), keeping `dispatched_at`: a released call's outcome is unknown.
+/// released (made to expire now, not left to run out), keeping the holder and `dispatched_at`: a
+/// released call may have been sent, its outcome is unknown, and it must not look cancellable.
 async fn finish(ctx: &Context, mut calls: JoinSet<()>) {
     let settings = &ctx.settings;
     tracing::info!(worker = %settings.id, in_flight = calls.len(), "stopping: finishing calls under way");
