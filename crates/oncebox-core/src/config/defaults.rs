@@ -32,6 +32,12 @@ pub(super) fn yes() -> bool {
 pub(super) fn dedupe_window() -> NonZeroDuration {
     NonZeroDuration::new(crate::key::DEFAULT_DEDUPE_WINDOW).unwrap_or(NonZeroDuration::from_secs(1))
 }
+pub(super) fn one() -> NonZeroU32 {
+    NonZeroU32::MIN
+}
+pub(super) fn approval_expiry() -> NonZeroDuration {
+    NonZeroDuration::from_secs(86_400)
+}
 pub(super) fn breaker_failures() -> NonZeroU32 {
     NonZeroU32::new(5).unwrap_or(NonZeroU32::MIN)
 }

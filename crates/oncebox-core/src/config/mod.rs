@@ -18,6 +18,7 @@
 
 mod action;
 mod amqp;
+mod approval;
 mod defaults;
 mod destination;
 mod errors;
@@ -35,6 +36,7 @@ use crate::key::validate_token;
 
 pub use action::{Action, ToolSettings};
 pub use amqp::{AmqpConfig, AmqpIdempotency};
+pub use approval::{Approval, ApprovalCondition};
 pub use destination::{
     IdempotencyMode, LaneFailure, LookupSettings, OrderingSettings, RetrySettings,
 };
