@@ -41,7 +41,11 @@ async fn refusal<T: std::fmt::Debug>(
     change: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, OpsError>,
 ) -> String {
     let mut tx = pool.begin().await.expect("begin");
-    match change(&mut tx).await {
+    let result = change(&mut tx).await;
+    // Rolled back now, not when the connection is next used: a refusal's locks must not
+    // outlive it.
+    tx.rollback().await.expect("rollback");
+    match result {
         Err(OpsError::Refused(why)) => why,
         other => panic!("expected a refusal, got {other:?}"),
     }
