@@ -15,9 +15,10 @@
 WITH RECURSIVE tenants AS (
     -- Each visited tenant with its oldest unleased row, and how many tenants with ready rows
     -- were found so far: one descent of the ready index per tenant, the next one after the
-    -- cursor, or the first of all once past the last (`wrapped`, at most once). Selecting
-    -- intent_id (not in the index) makes these plain index scans, which mark the entries of
-    -- rows claimed or deleted since as dead for every later scan.
+    -- cursor, or the first of all once past the last (`wrapped`, at most once). These are
+    -- index-only scans (the index ends with intent_id); the entries of rows claimed or deleted
+    -- since are marked dead for every later scan by the plain index scans of `ready` below,
+    -- which cross them one by one (every key is distinct: no posting list hides them).
     SELECT f.tenant_id, f.available_at, f.wrapped, 1 AS visited,
            (f.available_at <= now())::int AS found
     FROM ((SELECT o.tenant_id, o.available_at, o.intent_id, false AS wrapped
