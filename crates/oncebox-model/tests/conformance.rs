@@ -135,6 +135,23 @@ impl Walk<'_> {
             .expect(statement);
     }
 
+    /// Requires the store to have written `done` (the rows a fenced statement of worker `w`
+    /// returned) exactly where the model lets `w` keep its job after `action`; a worker that
+    /// loses it loses its lease too.
+    fn same_fence(&mut self, action: Action, w: usize, done: &[i64], dropped: &str) {
+        let after = self.model.next_state(&self.state, action).expect("a step");
+        let kept = after.workers[w].is_some();
+        if done.is_empty() == kept {
+            self.fail(&format!(
+                "{action:?}: the store wrote {done:?}, the model {}",
+                if kept { "did" } else { dropped }
+            ));
+        }
+        if !kept {
+            self.leases.remove(&w);
+        }
+    }
+
     /// Runs `action` against the store; returns the action the model takes (a claim may take
     /// another row than the one the walk drew: the store decides which, the model must allow it).
     async fn apply(&mut self, action: Action) -> Action {
@@ -194,17 +211,7 @@ impl Walk<'_> {
                 let marked = oncebox_store::mark_dispatched(self.pool, &worker(w), &[lease])
                     .await
                     .expect("mark");
-                let after = self.model.next_state(&self.state, action).expect("a step");
-                if marked.is_empty() == after.workers[w].is_some() {
-                    self.fail(&format!(
-                        "mark by {w}: the store marked {marked:?}, the model {}",
-                        if after.workers[w].is_some() {
-                            "did"
-                        } else {
-                            "fenced it out"
-                        }
-                    ));
-                }
+                self.same_fence(action, w, &marked, "fenced it out");
                 action
             }
             Action::Record(w) => {
@@ -268,20 +275,7 @@ impl Walk<'_> {
                 )
                 .await
                 .expect("renew");
-                let after = self.model.next_state(&self.state, action).expect("a step");
-                if renewed.is_empty() == after.workers[w].is_some() {
-                    self.fail(&format!(
-                        "renew by {w}: the store renewed {renewed:?}, the model {}",
-                        if after.workers[w].is_some() {
-                            "did"
-                        } else {
-                            "abandoned the call"
-                        }
-                    ));
-                }
-                if renewed.is_empty() {
-                    self.leases.remove(&w);
-                }
+                self.same_fence(action, w, &renewed, "abandoned the call");
                 action
             }
             Action::Release(w) => {
