@@ -35,6 +35,12 @@ type = "object"
 required = ["amount"]
 properties.amount = { type = "string", pattern = "^[0-9]+[.][0-9]{2}$" }
 
+[actions.payout]
+destination = "billing"
+[actions.payout.approval]
+when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
+approvals = 2
+
 [destinations.billing]
 kind = "http"
 url = "http://127.0.0.1:9/invoices"
@@ -818,6 +824,155 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
     api.stop().await;
 }
 
+/// `POST /v1/ops/intents/{key}/{decision}` with `body` as `token`.
+async fn decide(
+    api: &Api,
+    token: &str,
+    key: &str,
+    decision: &str,
+    body: Value,
+) -> (StatusCode, Value, String) {
+    answer(
+        api.client
+            .post(format!("{}/v1/ops/intents/{key}/{decision}", api.base))
+            .bearer(token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("decision"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
+    let api = Api::start("approvals").await;
+    let agent = api.token("tenant-a");
+    let submitter = api.token_with_role("tenant-a", "ops");
+    let other_tenant = api.token_with_role("tenant-b", "ops");
+    let label = |name: &str| {
+        let out = run_ok(
+            Command::new(BIN)
+                .args([
+                    "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops", "--label",
+                    name,
+                ])
+                .env("DATABASE_URL", &api.db_url),
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let (ana, bo) = (label("ana"), label("bo"));
+    let payout =
+        |amount: &str| json!({"action": "payout", "arguments": {"amount": amount}}).to_string();
+    let big = api
+        .post(
+            Some(&submitter),
+            Some("p1"),
+            "application/json",
+            payout("5000.00"),
+        )
+        .await;
+    assert_eq!(big.0, StatusCode::ACCEPTED, "{:?}", big.1);
+    assert_eq!(big.1["status"], "awaiting_approval");
+    let small = api
+        .post(Some(&agent), Some("p2"), "application/json", payout("50"))
+        .await;
+    assert_eq!(small.1["status"], "pending", "{:?}", small.1);
+    // A wait returns on it at once: the agent tells "waiting for people" from "slow".
+    let waited = api.get(&agent, "/v1/intents/p1?wait=30").await;
+    assert_eq!(waited.1["status"], "awaiting_approval");
+
+    let reason = json!({"reason": "checked the ledger"});
+    problem(
+        &decide(&api, &agent, "p1", "approve", reason.clone()).await,
+        403,
+        "authorization",
+    );
+    problem(
+        &decide(&api, &other_tenant, "p1", "approve", reason.clone()).await,
+        404,
+        "key",
+    );
+    problem(
+        &decide(&api, &other_tenant, "p1", "reject", reason.clone()).await,
+        404,
+        "key",
+    );
+    let own = decide(&api, &submitter, "p1", "approve", reason.clone()).await;
+    problem(&own, 409, "key");
+    assert!(
+        own.1["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("someone else must approve it")),
+        "{:?}",
+        own.1
+    );
+    let first = decide(&api, &ana, "p1", "approve", reason.clone()).await;
+    assert_eq!(
+        (first.0, first.1["status"].as_str()),
+        (StatusCode::OK, Some("awaiting_approval"))
+    );
+    let again = decide(&api, &ana, "p1", "approve", reason.clone()).await;
+    problem(&again, 409, "key");
+    assert!(
+        again.1["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("one person counts once")),
+        "{:?}",
+        again.1
+    );
+    let second = decide(&api, &bo, "p1", "approve", json!({})).await;
+    assert_eq!(
+        (second.0, second.1["status"].as_str()),
+        (StatusCode::OK, Some("pending"))
+    );
+
+    let doomed = api
+        .post(Some(&agent), Some("p3"), "application/json", payout("1000"))
+        .await;
+    assert_eq!(doomed.1["status"], "awaiting_approval");
+    problem(
+        &decide(&api, &ana, "p3", "reject", json!({})).await,
+        400,
+        "reason",
+    );
+    let rejected = decide(&api, &ana, "p3", "reject", json!({"reason": "duplicate"})).await;
+    assert_eq!(rejected.1["status"], "rejected", "{:?}", rejected.1);
+    assert_eq!(
+        api.get(&agent, "/v1/intents/p3?wait=30").await.1["status"],
+        "rejected"
+    );
+    // Tenant B's ops token sees none of A's approvals either.
+    let listed = api
+        .get(&other_tenant, "/v1/ops/intents?status=awaiting_approval")
+        .await;
+    assert_eq!(listed.1["intents"], json!([]));
+
+    // The audit names each person by token and label, with the reason.
+    let mut conn = PgConnection::connect(&api.db_url).await.expect("db");
+    let audit: Vec<(String, Option<String>, String, Option<String>)> =
+        sqlx::query_as("SELECT actor, label, action, reason FROM oncebox.audit ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .expect("audit");
+    let labels: Vec<(Option<&str>, &str)> = audit
+        .iter()
+        .map(|a| (a.1.as_deref(), a.2.as_str()))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            (Some("ana"), "approve"),
+            (Some("bo"), "approve"),
+            (Some("ana"), "reject")
+        ]
+    );
+    assert_eq!(audit[0].3.as_deref(), Some("checked the ledger"));
+    assert!(audit.iter().all(|a| a.0.starts_with("token ")));
+    api.stop().await;
+}
+
 /// Whether an answer with `content_type` and `body` is what `response` (an operation's
 /// documented response, or a `$ref` to one of the document's reusable responses) promises: the
 /// media type is listed, and a JSON body validates against its schema, with the document's
@@ -934,7 +1089,7 @@ async fn every_documented_operation_answers_with_a_documented_status() {
         }
     }
     assert_eq!(
-        calls, 11,
+        calls, 13,
         "every operation of the router is documented and called"
     );
     let metrics = api

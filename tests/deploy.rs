@@ -427,7 +427,7 @@ fn the_alert_rules_pass_promtool_check_and_their_unit_tests() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 9, "{alerts:?}");
+    assert_eq!(alerts.len(), 10, "{alerts:?}");
     for alert in alerts {
         assert!(
             tests.contains(&format!("alertname: {alert}")),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from ._errors import (
     ApiError,
+    AwaitingApproval,
     ConfigError,
     IntentCancelled,
     IntentFailed,
@@ -29,6 +30,7 @@ from ._errors import (
     NeedsReview,
     NotSucceeded,
     OnceboxError,
+    Rejected,
     TransportError,
     WaitTimeout,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "AsyncTool",
+    "AwaitingApproval",
     "Client",
     "Config",
     "ConfigError",
@@ -72,6 +75,7 @@ __all__ = [
     "NotSucceeded",
     "OnceboxError",
     "Prepared",
+    "Rejected",
     "RetryConfig",
     "Status",
     "Submitted",

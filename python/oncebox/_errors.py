@@ -86,12 +86,26 @@ class NeedsReview(NotSucceeded):
     """Its outcome is unknown and a person must decide: do not act again until they have."""
 
 
+class AwaitingApproval(NotSucceeded):
+    """It waits for people to approve it (its action's approval policy): nothing was sent.
+
+    Not slow, not failed: tell the user it awaits approval, and look again later with the same
+    call (the same key finds it). People approve or reject it in the console or with ``oncebox
+    ops approve``; if nobody does within its window it ends ``expired``.
+    """
+
+
+class Rejected(NotSucceeded):
+    """A person rejected it while it awaited approval: it was never sent, and never will be."""
+
+
 class WaitTimeout(NotSucceeded):
     """The intent was not settled within the wait; it goes on by itself. Call again later."""
 
 
 __all__ = [
     "ApiError",
+    "AwaitingApproval",
     "ConfigError",
     "IntentCancelled",
     "IntentFailed",
@@ -100,6 +114,7 @@ __all__ = [
     "NeedsReview",
     "NotSucceeded",
     "OnceboxError",
+    "Rejected",
     "TransportError",
     "WaitTimeout",
 ]

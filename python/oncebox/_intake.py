@@ -49,6 +49,11 @@ class Prepared:
     """Whether redaction changed them (the originals then travel on the outbox row only)."""
     request_hash: str
     """The request hash over the action and the redacted arguments."""
+    approvals: int | None = None
+    """How many distinct people must approve it before it is sent (its action's approval
+    policy); ``None`` when it is sent without waiting."""
+    approval_window: float | None = None
+    """How many seconds they have (``expires_after``; the deadline wins when earlier)."""
 
 
 class Intake:
@@ -86,10 +91,10 @@ class Intake:
         Raises ``InvalidIntent`` naming the field.
         """
         text = arguments_json(arguments)
-        payload, redacted, request_hash = self._rules.prepare(
+        payload, redacted, request_hash, approvals, window = self._rules.prepare(
             tenant, key, action, text, business_ref, run_id, step, ordering_key
         )
-        return Prepared(text, payload, redacted, request_hash)
+        return Prepared(text, payload, redacted, request_hash, approvals, window)
 
     def lane(self, action: str) -> tuple[str, bool]:
         """The lane ``action``'s intents with an ordering key queue in: the destination's name,

@@ -13,6 +13,7 @@ from typing import Any
 class Status(str, enum.Enum):
     """Where an intent stands (the journal's statuses)."""
 
+    AWAITING_APPROVAL = "awaiting_approval"
     PENDING = "pending"
     IN_FLIGHT = "in_flight"
     UNKNOWN = "unknown"
@@ -22,16 +23,23 @@ class Status(str, enum.Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+    REJECTED = "rejected"
 
     @property
     def is_terminal(self) -> bool:
         """Nothing more happens to it, by itself or by a person."""
-        return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.EXPIRED)
+        return self in (
+            Status.SUCCEEDED,
+            Status.FAILED,
+            Status.CANCELLED,
+            Status.EXPIRED,
+            Status.REJECTED,
+        )
 
     @property
     def is_settled(self) -> bool:
         """Terminal, or waiting for a person: nothing more happens by itself."""
-        return self.is_terminal or self is Status.NEEDS_REVIEW
+        return self.is_terminal or self in (Status.NEEDS_REVIEW, Status.AWAITING_APPROVAL)
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def submit(
         cur.execute(call.statement(), call.params(notify))
         inserted = cur.fetchone()
     if inserted is not None:
-        return call.created(inserted[0], inserted[1])
+        return call.created(inserted[0], inserted[1], inserted[2])
     with driver.cursor(row_factory=_dict_row()) as cur:
         cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": tenant, "p2": key})
         existing = cur.fetchone()
@@ -137,7 +137,7 @@ async def submit_async(
         await cur.execute(call.statement(), call.params(notify))
         inserted = await cur.fetchone()
     if inserted is not None:
-        return call.created(inserted[0], inserted[1])
+        return call.created(inserted[0], inserted[1], inserted[2])
     async with driver.cursor(row_factory=_dict_row()) as cur:
         await cur.execute(INTENT_BY_KEY_PYFORMAT, {"p1": tenant, "p2": key})
         existing = await cur.fetchone()
@@ -205,7 +205,7 @@ class _Call:
         return SUBMIT_PYFORMAT if self.ordering_key is None else SUBMIT_ORDERED_PYFORMAT
 
     def params(self, notify: bool) -> dict[str, Any]:
-        """The twelve parameters of the submit statement, in the Rust store's order.
+        """The fifteen parameters of the submit statement, in the Rust store's order.
 
         JSON goes as the Rust-made text: psycopg sends a ``str`` untyped, and the server reads
         it as the ``jsonb`` its column or cast asks for.
@@ -224,12 +224,15 @@ class _Call:
             "p8": self.step,
             "p9": self.deadline,
             "p10": p.arguments_json if p.redacted else None,
-            "p11": notify,
-            "p12": _native.OUTBOX_CHANNEL,
+            "p11": p.approvals,
+            "p12": p.approval_window,
+            "p13": None,
+            "p14": notify,
+            "p15": _native.OUTBOX_CHANNEL,
         }
 
     def ordered_params(self, notify: bool) -> dict[str, Any]:
-        """The fifteen parameters of the ordered submit, numbered as they first appear in it."""
+        """The eighteen parameters of the ordered submit, numbered as they first appear in it."""
         p = self.prepared
         destination, skip_failed = self.intake.lane(self.action)
         return {
@@ -246,17 +249,20 @@ class _Call:
             "p11": self.step,
             "p12": self.deadline,
             "p13": p.arguments_json if p.redacted else None,
-            "p14": notify,
-            "p15": _native.OUTBOX_CHANNEL,
+            "p14": p.approvals,
+            "p15": p.approval_window,
+            "p16": None,
+            "p17": notify,
+            "p18": _native.OUTBOX_CHANNEL,
         }
 
-    def created(self, intent_id: int, created_at: datetime) -> Submitted:
+    def created(self, intent_id: int, created_at: datetime, status: str) -> Submitted:
         import json
 
         intent = Intent(
             idempotency_key=self.key,
             action=self.action,
-            status=Status.PENDING,
+            status=Status(status),
             request_hash=self.prepared.request_hash,
             attempt_count=0,
             external_reference=None,

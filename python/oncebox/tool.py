@@ -16,7 +16,8 @@ call's identity, never a connection's:
 
 Either way a retried call never makes a second effect. Every ending but success raises:
 ``failed`` or ``expired`` as ``IntentFailed``, ``cancelled`` as ``IntentCancelled``,
-``needs_review`` as ``NeedsReview``, and a wait that ran out as ``WaitTimeout``.
+``needs_review`` as ``NeedsReview``, ``awaiting_approval`` (waiting for people, not slow) as
+``AwaitingApproval``, ``rejected`` as ``Rejected``, and a wait that ran out as ``WaitTimeout``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, cast
 
 from . import _native
-from ._errors import ApiError, IntentCancelled, IntentFailed, NeedsReview, WaitTimeout
+from ._errors import (
+    ApiError,
+    AwaitingApproval,
+    IntentCancelled,
+    IntentFailed,
+    NeedsReview,
+    Rejected,
+    WaitTimeout,
+)
 from ._intake import Config, Intake, arguments_json
 from ._keys import step_key
 from ._model import Intent, Status
@@ -169,6 +178,12 @@ def outcome(intent: Intent) -> Intent:
         raise IntentCancelled(intent, "cancelled before it was sent")
     if status is Status.NEEDS_REVIEW:
         raise NeedsReview(intent, "outcome unknown; a person must decide (oncebox ops show)")
+    if status is Status.AWAITING_APPROVAL:
+        raise AwaitingApproval(
+            intent, "awaits approval by people; nothing was sent (call again later)"
+        )
+    if status is Status.REJECTED:
+        raise Rejected(intent, "rejected by a person; it was never sent")
     raise WaitTimeout(intent, f"still {status.value} when the wait ended; call again later")
 
 

@@ -228,6 +228,10 @@ struct PyRules {
 /// What an intent is recorded as: `(payload_json, redacted, request_hash)`.
 type RecordedTuple = (String, bool, String);
 
+/// A prepared intent: what [`RecordedTuple`] holds, then what its action's approval policy asks
+/// of it (approvals needed and the window in seconds; `None` for neither).
+type PreparedTuple = (String, bool, String, Option<u32>, Option<f64>);
+
 fn recorded_tuple(r: oncebox_core::intake::Recorded) -> RecordedTuple {
     (r.payload.to_string(), r.redacted, r.request_hash)
 }
@@ -262,7 +266,8 @@ impl PyRules {
     }
 
     /// Checks every field of a new intent (the deadline, a Python `datetime`, is checked by the
-    /// caller) and returns what it is recorded as.
+    /// caller) and returns what it is recorded as, and what its action's approval policy asks
+    /// of it.
     #[pyo3(signature = (tenant, key, action, arguments, business_ref, run_id, step, ordering_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn prepare(
@@ -276,7 +281,7 @@ impl PyRules {
         run_id: Option<String>,
         step: Option<String>,
         ordering_key: Option<String>,
-    ) -> PyResult<RecordedTuple> {
+    ) -> PyResult<PreparedTuple> {
         let intent = NewIntent {
             tenant_id: tenant.to_owned(),
             idempotency_key: key.to_owned(),
@@ -290,8 +295,18 @@ impl PyRules {
         };
         // Other threads' Python runs meanwhile (an orchestrator submits from many threads).
         let rules = &self.inner;
-        py.detach(|| rules.prepare(&intent).map(recorded_tuple))
-            .map_err(|e| invalid(py, e))
+        py.detach(|| {
+            let (payload, redacted, hash) = rules.prepare(&intent).map(recorded_tuple)?;
+            let approval = rules.approval(&intent.action, &intent.arguments)?;
+            Ok((
+                payload,
+                redacted,
+                hash,
+                approval.map(|a| a.approvals.get()),
+                approval.map(|a| a.window.as_secs_f64()),
+            ))
+        })
+        .map_err(|e| invalid(py, e))
     }
 
     /// The lane `action`'s intents with an ordering key queue in: its destination's name, and

@@ -28,7 +28,8 @@ REDACTION_KEYS = "k1:" + "s" * 32
 
 def config_toml(receiver: str = "http://127.0.0.1:9/invoices") -> str:
     """The tests' configuration: an honest destination, one that redacts, one that never
-    re-sends (an unknown outcome there needs a person)."""
+    re-sends (an unknown outcome there needs a person), and refunds of 1,000 or more that wait
+    for two people to approve them."""
     return f"""
 [actions.create_invoice]
 destination = "billing"
@@ -50,6 +51,16 @@ tool = {{ description = "Pay money out to a customer, once." }}
 type = "object"
 required = ["amount"]
 properties.amount = {{ type = "string", pattern = "^[0-9]+[.][0-9]{{2}}$" }}
+
+[actions.refund]
+destination = "billing"
+tool = {{ description = "Refund an order, once. Large refunds wait for two people." }}
+[actions.refund.approval]
+approvals = 2
+[actions.refund.approval.when]
+type = "object"
+required = ["amount"]
+properties.amount = {{ decimalMinimum = "1000" }}
 
 [destinations.billing]
 kind = "http"

@@ -194,3 +194,107 @@ def test_an_operator_resolves_a_needs_review_intent_in_the_browser(
     page.shot("07-agent-refused")
     assert all(c["name"] != "oncebox_session" for c in context.cookies()), context.cookies()
     context.close()
+
+
+def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
+    services: Services, browser: Browser
+) -> None:
+    """Through /mcp an agent asks for a refund of 5,000 under a two-approver policy: the tool
+    result says it awaits approval and gives the key; no request reaches the receiver (which
+    executes every request it gets) while it waits; the token that submitted it may not approve
+    it; one person approves in the console, a second with the CLI; then the receiver sees
+    exactly one request, and the audit names both people with their reasons."""
+    import asyncio
+    import subprocess
+
+    from test_mcp import over_http, structured
+
+    services.receiver()
+    services.worker()
+    base = services.serve()
+    bot = services.token("acme", role="ops")  # the agent platform's token: it submits
+    create = ("ops", "token", "create", "--tenant", "acme", "--role", "ops", "--label", "ana")
+    created = subprocess.run(
+        [str(services.bin), *create],
+        env={**os.environ, "DATABASE_URL": services.db_url},
+        check=True,
+        capture_output=True,
+    )
+    ana = created.stdout.decode().strip()
+
+    async def ask(arguments: dict[str, str]) -> dict[str, object]:
+        async with over_http(base, bot) as mcp:
+            return structured(await mcp.call_tool("refund", arguments))
+
+    answer = asyncio.run(ask({"order_id": "o-5000", "amount": "5000.00"}))
+    assert answer["status"] == "awaiting_approval", answer
+    assert "awaits approval" in str(answer["note"]), answer
+    key = str(answer["idempotency_key"])
+    # A small refund under the same policy goes straight through, past the waiting one.
+    small = asyncio.run(ask({"order_id": "o-50", "amount": "50.00"}))
+    wait_for_status(services.db_url, str(small["idempotency_key"]), "succeeded")
+    assert services.effects(key) == 0, "sent before anyone approved it"
+
+    # The token that submitted it may not approve it.
+    own = httpx.post(
+        f"{base}/v1/ops/intents/{key}/approve",
+        json={"reason": "looks fine to me"},
+        headers={"Authorization": f"Bearer {bot}"},
+    )
+    assert own.status_code == 409, own.text
+    assert "someone else must approve it" in own.json()["detail"]
+
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    page = Watched(context.new_page())
+    page.page.goto(f"{base}/console/login")
+    page.page.fill("#token", ana)
+    page.page.click("button:has-text('Log in')")
+    page.page.wait_for_url(f"{base}/console")
+    # Awaiting approval comes first in the navigation.
+    assert page.page.locator("header nav a").first.inner_text() == "Awaiting approval"
+    page.page.click("nav >> text=Awaiting approval")
+    row = page.page.locator("table.intents tbody tr", has_text=key)
+    assert row.count() == 1
+    assert "5000.00" in row.inner_text()
+    assert "0 of 2" in row.inner_text()
+    page.shot("08-awaiting-approval")
+    row.locator("a").click()
+    page.page.wait_for_url(f"**/console/intents/{key}")
+    assert "awaiting_approval" in page.page.inner_text("dl.facts")
+    page.shot("09-intent-awaiting-approval")
+    approve = page.page.locator("form", has=page.page.locator("h3", has_text="Approve"))
+    approve.locator("textarea[name=reason]").fill("Customer's return received in full")
+    approve.locator("button[type=submit]").click()
+    page.page.wait_for_url(f"**/console/intents/{key}?done=approve")
+    assert "awaiting_approval" in page.page.inner_text("dl.facts"), "one of two approvals"
+    page.shot("10-intent-one-approval")
+    context.close()
+    assert services.effects(key) == 0, "sent after one approval of two"
+
+    approve_as_bo = ("--tenant", "acme", "--actor", "bo", "--reason", "Refund matches the invoice")
+    cli = subprocess.run(
+        [str(services.bin), "ops", "approve", key, *approve_as_bo],
+        env={**os.environ, "DATABASE_URL": services.db_url},
+        capture_output=True,
+    )
+    assert cli.returncode == 0, cli.stderr
+    wait_for_status(services.db_url, key, "succeeded")
+    assert services.effects(key) == 1, "exactly one request once approved"
+
+    audit = subprocess.run(
+        [str(services.bin), "ops", "audit", "--key", key, "--json"],
+        env={**os.environ, "DATABASE_URL": services.db_url},
+        check=True,
+        capture_output=True,
+    )
+    import json
+
+    rows = [
+        (r["actor"], r["label"], r["via"], r["action"], r["reason"])
+        for r in reversed(json.loads(audit.stdout))
+    ]
+    assert [r[1:] for r in rows] == [
+        ("ana", "console", "approve", "Customer's return received in full"),
+        (None, "cli", "approve", "Refund matches the invoice"),
+    ], rows
+    assert rows[1][0] == "bo"

@@ -6,6 +6,7 @@
 mod support;
 
 mod amqp;
+mod approvals;
 mod breaker;
 mod broker;
 mod crashes;

@@ -138,6 +138,7 @@ mod tests {
             tenant_id: tenant.into(),
             role: Role::Agent,
             expires_at: None,
+            label: None,
         }
     }
 
@@ -170,6 +171,7 @@ mod tests {
         // A token that expires is not trusted past its expiry, however fresh the entry.
         let expiring = Caller {
             expires_at: Some(Utc::now() + chrono::TimeDelta::seconds(1)),
+            label: None,
             ..who("t")
         };
         cache.insert(digest("obx_expiring"), expiring, late);

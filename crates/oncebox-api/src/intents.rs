@@ -168,6 +168,8 @@ pub(crate) async fn submit(
     }
     let bytes = crate::problem::read_body(body, state.body_limit).await?;
     let body = parse_body(&bytes)?;
+    // Kept with the intent: the token that submits it may not approve it.
+    let by = who.actor("api").who;
     let intent = NewIntent {
         tenant_id: who.tenant_id,
         idempotency_key: key,
@@ -181,7 +183,7 @@ pub(crate) async fn submit(
     };
     // The intent is all this request writes: one statement, committed by itself.
     let mut conn = state.pool.acquire().await.map_err(Problem::internal)?;
-    let submitted = match state.intake.submit_alone(&mut conn, intent).await {
+    let submitted = match state.intake.submit_alone_as(&mut conn, intent, &by).await {
         Ok(s) => s,
         Err(SubmitError::Invalid(e)) => {
             let status = if e.field == "action" {
@@ -285,7 +287,7 @@ pub(crate) async fn cancel(
     Path(KeyPath { key }): Path<KeyPath>,
 ) -> Result<Response, Problem> {
     let who = caller(&state, &headers).await?;
-    let actor = oncebox_store::ops::Actor::new(format!("token {}", who.id), "agent", "api");
+    let actor = who.actor("api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
         oncebox_store::ops::cancel(tx, id, &actor, None).await
     })

@@ -55,6 +55,8 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(ops::ops_show))
         .routes(routes!(ops::ops_retry))
         .routes(routes!(ops::ops_resolve))
+        .routes(routes!(ops::ops_approve))
+        .routes(routes!(ops::ops_reject))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(metrics::render))

@@ -1,5 +1,5 @@
-//! The ops endpoints (`/v1/ops/intents…`): list, show with history, retry and resolve — the
-//! same rules as `oncebox ops`, behind an ops token and scoped to its tenant.
+//! The ops endpoints (`/v1/ops/intents…`): list, show with history, approve, reject, retry and
+//! resolve — the same rules as `oncebox ops`, behind an ops token and scoped to its tenant.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use oncebox_core::Status;
-use oncebox_store::ops::Actor;
 use oncebox_store::tokens::Caller;
 use serde::Deserialize;
 use serde_json::Value;
@@ -256,7 +255,7 @@ pub(crate) async fn ops_retry(
         .reason
         .unwrap_or("operator retry over the API")
         .to_owned();
-    let actor = Actor::new(format!("token {}", who.id), "ops", "api");
+    let actor = who.actor("api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
         oncebox_store::ops::retry(tx, id, &actor, &reason).await
     })
@@ -324,9 +323,99 @@ pub(crate) async fn ops_resolve(
             .field("succeeded"));
         }
     };
-    let actor = Actor::new(format!("token {}", who.id), "ops", "api");
+    let actor = who.actor("api");
     change(&state, &who.tenant_id, &key, async |tx, id| {
         oncebox_store::ops::resolve(tx, id, &resolution, &actor, reason).await
+    })
+    .await
+}
+
+/// The body of an approve or a reject: why (required to reject).
+#[derive(utoipa::ToSchema)]
+pub(crate) struct DecisionBody<'a> {
+    /// Why, for the audit log.
+    reason: Option<&'a str>,
+}
+
+impl<'a> DecisionBody<'a> {
+    fn from_map(body: &'a serde_json::Map<String, Value>) -> Result<DecisionBody<'a>, Problem> {
+        Ok(DecisionBody {
+            reason: text_member(body, "reason")?,
+        })
+    }
+}
+
+/// `POST /v1/ops/intents/{key}/approve`.
+#[utoipa::path(
+    post,
+    path = "/v1/ops/intents/{key}/approve",
+    summary = "Approve an intent awaiting approval (ops token; not the one that submitted it)",
+    params(KeyPath),
+    request_body(content = Option<DecisionBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The intent: still awaiting_approval, or pending once the last approval it needs is in", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 404, response = Refused),
+        (status = 409, response = Refused),
+        (status = 413, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
+pub(crate) async fn ops_approve(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(KeyPath { key }): Path<KeyPath>,
+    body: Body,
+) -> Result<Response, Problem> {
+    let (who, body) = ops_request(&state, &headers, body).await?;
+    let reason = DecisionBody::from_map(&body)?.reason;
+    let actor = who.actor("api");
+    change(&state, &who.tenant_id, &key, async |tx, id| {
+        oncebox_store::approvals::approve(tx, id, &actor, reason)
+            .await
+            .map(|a| a.intent)
+    })
+    .await
+}
+
+/// `POST /v1/ops/intents/{key}/reject`.
+#[utoipa::path(
+    post,
+    path = "/v1/ops/intents/{key}/reject",
+    summary = "Reject an intent awaiting approval: it ends rejected, never sent (ops token)",
+    params(KeyPath),
+    request_body(content = DecisionBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The rejected intent", body = IntentView),
+        (status = 400, response = Refused),
+        (status = 401, response = Refused),
+        (status = 403, response = Refused),
+        (status = 404, response = Refused),
+        (status = 409, response = Refused),
+        (status = 413, response = Refused),
+        (status = 429, response = TooManyRequests),
+    )
+)]
+pub(crate) async fn ops_reject(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(KeyPath { key }): Path<KeyPath>,
+    body: Body,
+) -> Result<Response, Problem> {
+    let (who, body) = ops_request(&state, &headers, body).await?;
+    let Some(reason) = DecisionBody::from_map(&body)?
+        .reason
+        .filter(|r| !r.trim().is_empty())
+    else {
+        return Err(
+            Problem::new(StatusCode::BAD_REQUEST, "a rejection needs a reason").field("reason"),
+        );
+    };
+    let actor = who.actor("api");
+    change(&state, &who.tenant_id, &key, async |tx, id| {
+        oncebox_store::approvals::reject(tx, id, &actor, reason).await
     })
     .await
 }

@@ -7,12 +7,13 @@
 //! re-implements a rule.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Approval, Config};
 use crate::intent::{InvalidIntent, NewIntent};
 use crate::key::CallIdentity;
 use crate::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
@@ -63,6 +64,19 @@ struct ActionRules {
     /// How a call that names no key and no run is identified: its `[actions.X.tool]` key and
     /// dedupe window (none: all the arguments, a day).
     identity: Option<(Vec<String>, Duration)>,
+    /// Which intents wait for people before they are sent (`[actions.X.approval]`).
+    approval: Option<Approval>,
+}
+
+/// What an action's approval policy asks of one intent ([`Rules::approval`]): it is written
+/// `awaiting_approval` and sent only once this many distinct people approved it, within the
+/// window (or before its own deadline, when earlier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalNeeded {
+    /// How many distinct people must approve it.
+    pub approvals: NonZeroU32,
+    /// How long it waits for them.
+    pub window: Duration,
 }
 
 /// Where an action's intents that carry an ordering key queue: the lanes of its destination,
@@ -99,6 +113,7 @@ impl Rules {
                         let key = t.key.iter().flatten().map(|p| p.as_str().to_owned());
                         (key.collect(), t.dedupe_window.get())
                     }),
+                    approval: a.approval.clone(),
                 };
                 (name.clone(), rules)
             }),
@@ -125,6 +140,7 @@ impl Rules {
                         skip_failed: false,
                     },
                     identity: None,
+                    approval: None,
                 };
                 (name, rules)
             }),
@@ -193,6 +209,25 @@ impl Rules {
         };
         let pointers: Option<Vec<&str>> = pointers;
         CallIdentity::of(action, arguments, pointers.as_deref(), window)
+    }
+
+    /// What `action`'s approval policy asks of an intent with `arguments` (the caller's, before
+    /// redaction): `None` when it is sent without waiting for anyone.
+    ///
+    /// # Errors
+    /// [`InvalidIntent`] naming `action` when it is not configured.
+    pub fn approval(
+        &self,
+        action: &str,
+        arguments: &Value,
+    ) -> Result<Option<ApprovalNeeded>, InvalidIntent> {
+        let policy = self.action(action)?.approval.as_ref();
+        Ok(policy
+            .filter(|p| p.required_for(arguments))
+            .map(|p| ApprovalNeeded {
+                approvals: p.approvals,
+                window: p.expires_after.get(),
+            }))
     }
 
     /// The JSON Schema of `action`'s arguments, if it has one.

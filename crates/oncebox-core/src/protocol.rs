@@ -135,12 +135,14 @@ pub fn after_lookup(seen: LookupSeen, window_passed: bool) -> AfterLookup {
 }
 
 /// Whether an ordering lane's head entering `status` releases its lane to the next intent: it
-/// succeeded or was cancelled, or it ended failed, expired or needs_review on a lane that skips
+/// succeeded, was cancelled or rejected, or it ended failed, expired or needs_review on a lane that skips
 /// failures (`skip_failed`). Any other head holds its lane until an operator decides. The
 /// database's `oncebox.lane_advance` applies the same rule (a test holds the two equal).
 pub fn releases_lane(status: Status, skip_failed: bool) -> bool {
-    matches!(status, Status::Succeeded | Status::Cancelled)
-        || (skip_failed && status.is_dead_letter())
+    matches!(
+        status,
+        Status::Succeeded | Status::Cancelled | Status::Rejected
+    ) || (skip_failed && status.is_dead_letter())
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ use std::str::FromStr;
     sqlx(type_name = "oncebox.intent_status", rename_all = "snake_case")
 )]
 pub enum Status {
+    /// Accepted, and held for people to approve it (its action's approval policy): no worker
+    /// takes it until enough of them have.
+    AwaitingApproval,
     /// Accepted and waiting for a worker.
     Pending,
     /// A worker holds the lease and may be calling the destination.
@@ -38,14 +41,18 @@ pub enum Status {
     Failed,
     /// Cancelled before dispatch. Terminal.
     Cancelled,
-    /// The deadline passed before the effect happened. Terminal.
+    /// The deadline passed before the effect happened, or the approvals it waited for never
+    /// came. Terminal.
     Expired,
+    /// A person rejected it while it awaited approval: never sent. Terminal.
+    Rejected,
 }
 
 use Status::*;
 
 /// Every allowed `(from, to)` transition, one row per source status.
 pub const TRANSITIONS: &[(Status, &[Status])] = &[
+    (AwaitingApproval, &[Pending, Rejected, Expired]),
     (Pending, &[InFlight, Cancelled, Expired]),
     (InFlight, &[Succeeded, Failed, Pending, Unknown, Expired]),
     (Unknown, &[InFlight, Reconciling, NeedsReview]),
@@ -55,6 +62,7 @@ pub const TRANSITIONS: &[(Status, &[Status])] = &[
     (Failed, &[]),
     (Cancelled, &[]),
     (Expired, &[]),
+    (Rejected, &[]),
 ];
 
 /// What an operator may do (`oncebox ops`, the ops API), and the only table that decides it:
@@ -62,7 +70,10 @@ pub const TRANSITIONS: &[(Status, &[Status])] = &[
 /// `needs_review` or `failed` intent back to `pending` with its key; `cancel` ends a `pending`
 /// intent that was never dispatched. Every row is an automatic transition of [`TRANSITIONS`]
 /// except those in [`OPERATOR_OVERRIDES`]. No operator moves an intent that automation still owns
-/// (`in_flight`, `unknown`, `reconciling`): a worker may be calling or looking it up.
+/// (`in_flight`, `unknown`, `reconciling`): a worker may be calling or looking it up. Nor does
+/// any operator move an `awaiting_approval` intent: people decide it by approving or rejecting
+/// it (`oncebox_store::approvals`, with its own rules: four eyes, distinct approvers), along
+/// the rows of [`TRANSITIONS`].
 pub const OPERATOR_TRANSITIONS: &[(Status, &[Status])] = &[
     (Pending, &[Cancelled]),
     (NeedsReview, &[Succeeded, Failed, Pending]),
@@ -85,7 +96,8 @@ pub struct IllegalTransition {
 
 impl Status {
     /// Every status, in the order of the transition table.
-    pub const ALL: [Status; 9] = [
+    pub const ALL: [Status; 11] = [
+        AwaitingApproval,
         Pending,
         InFlight,
         Unknown,
@@ -95,11 +107,13 @@ impl Status {
         Failed,
         Cancelled,
         Expired,
+        Rejected,
     ];
 
     /// The name used in the database, the API, logs and metrics.
     pub const fn as_str(self) -> &'static str {
         match self {
+            AwaitingApproval => "awaiting_approval",
             Pending => "pending",
             InFlight => "in_flight",
             Unknown => "unknown",
@@ -109,18 +123,26 @@ impl Status {
             Failed => "failed",
             Cancelled => "cancelled",
             Expired => "expired",
+            Rejected => "rejected",
         }
     }
 
-    /// True for statuses that never change again: succeeded, failed, cancelled, expired.
+    /// True for statuses that never change again: succeeded, failed, cancelled, expired,
+    /// rejected.
     pub fn is_terminal(self) -> bool {
         self.allowed_next().is_empty()
     }
 
-    /// True when automation has nothing more to do: a terminal status, or `needs_review`
-    /// (waiting for a person). A waiter (`GET …?wait=`, the client's `wait`) returns here.
+    /// True when automation has nothing more to do: a terminal status, or one waiting for a
+    /// person (`needs_review`, `awaiting_approval`). A waiter (`GET …?wait=`, the client's
+    /// `wait`) returns here.
     pub fn is_settled(self) -> bool {
-        self.is_terminal() || self == NeedsReview
+        self.is_terminal() || self.waits_for_a_person()
+    }
+
+    /// True for the statuses only a person moves on: `needs_review` and `awaiting_approval`.
+    pub fn waits_for_a_person(self) -> bool {
+        matches!(self, NeedsReview | AwaitingApproval)
     }
 
     /// True for the statuses that are dead-lettered on entry — failed, expired, needs_review —
@@ -190,7 +212,7 @@ impl fmt::Display for Status {
 /// A status name that is not one of [`Status::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown status {0:?}; expected one of pending, in_flight, unknown, reconciling, needs_review, succeeded, failed, cancelled, expired"
+    "unknown status {0:?}; expected one of awaiting_approval, pending, in_flight, unknown, reconciling, needs_review, succeeded, failed, cancelled, expired, rejected"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -212,6 +234,9 @@ mod tests {
     /// The documented transition table, written out independently of [`TRANSITIONS`] as
     /// (from, to) names.
     const EXPECTED: &[(&str, &str)] = &[
+        ("awaiting_approval", "pending"),
+        ("awaiting_approval", "rejected"),
+        ("awaiting_approval", "expired"),
         ("pending", "in_flight"),
         ("pending", "cancelled"),
         ("pending", "expired"),
@@ -280,6 +305,9 @@ mod tests {
         for owned in [InFlight, Unknown, Reconciling] {
             assert!(owned.operator_next().is_empty(), "{owned} is automation's");
         }
+        // Approvals are people's decisions with rules of their own, never an operator's move.
+        assert!(AwaitingApproval.operator_next().is_empty());
+        assert!(!AwaitingApproval.is_retryable());
         assert!(Cancelled.operator_transition(Cancelled).is_err());
         assert!(Succeeded.operator_next().is_empty());
     }
@@ -289,19 +317,27 @@ mod tests {
         let settled: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_settled()).collect();
         assert_eq!(
             settled,
-            [NeedsReview, Succeeded, Failed, Cancelled, Expired]
+            [
+                AwaitingApproval,
+                NeedsReview,
+                Succeeded,
+                Failed,
+                Cancelled,
+                Expired,
+                Rejected
+            ]
         );
         let dead: Vec<_> = Status::dead_letter_reasons().collect();
         assert_eq!(dead, [NeedsReview, Failed, Expired]);
     }
 
     #[test]
-    fn terminal_statuses_are_exactly_the_four() {
+    fn terminal_statuses_are_exactly_the_five() {
         let terminal: Vec<_> = Status::ALL
             .into_iter()
             .filter(|s| s.is_terminal())
             .collect();
-        assert_eq!(terminal, [Succeeded, Failed, Cancelled, Expired]);
+        assert_eq!(terminal, [Succeeded, Failed, Cancelled, Expired, Rejected]);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::config::{Config, GET_INTENT_TOOL, ToolSettings};
-use oncebox_core::{InvalidIntent, NewIntent, step_key};
+use oncebox_core::{InvalidIntent, NewIntent, Status, step_key};
 use oncebox_store::tokens::Caller;
 use oncebox_store::{Intake, Intent, SubmitError, intent_by_key};
 use rmcp::model::{
@@ -139,11 +139,19 @@ impl Gateway {
         }
     }
 
+    /// Who submits through this request, where a token says (`token <id>`): that identity may
+    /// not approve what it submits.
+    fn submitter(context: &RequestContext<RoleServer>) -> Option<String> {
+        let parts = context.extensions.get::<http::request::Parts>()?;
+        let caller = parts.extensions.get::<Caller>()?;
+        Some(caller.actor("mcp").who)
+    }
+
     /// Submits one call of `tool` as an intent and waits for it to settle: its intent, or the
     /// refusal that stopped it. `tasks`: the client takes a task for an intent still on its way.
     async fn call(
         &self,
-        tenant: String,
+        (tenant, submitter): (String, Option<String>),
         tool: &str,
         arguments: JsonObject,
         meta: &JsonObject,
@@ -184,7 +192,11 @@ impl Gateway {
         // Watched from before the submit: a settlement right after it still wakes the wait.
         let settled = self.watch_settled();
         let mut conn = self.pool.acquire().await.map_err(internal)?;
-        let submitted = match self.intake.submit_alone(&mut conn, intent).await {
+        let submitted = match &submitter {
+            Some(by) => self.intake.submit_alone_as(&mut conn, intent, by).await,
+            None => self.intake.submit_alone(&mut conn, intent).await,
+        };
+        let submitted = match submitted {
             Ok(submitted) => submitted.intent,
             Err(SubmitError::Invalid(e)) => {
                 return Ok(refusal("invalid", &e.field, &e.reason).into());
@@ -196,7 +208,8 @@ impl Gateway {
         };
         drop(conn);
         let intent = self.await_settled(settled, submitted).await?;
-        if tasks && !intent.status.is_settled() {
+        let on_its_way = !intent.status.is_settled() || intent.status == Status::AwaitingApproval;
+        if tasks && on_its_way {
             return Ok(CallToolResponse::Task(tasks::created(&intent)));
         }
         Ok(intent_result(&intent).into())
@@ -205,6 +218,14 @@ impl Gateway {
     /// `tasks/cancel`: cancels the task's intent if it was never dispatched.
     async fn cancel(&self, tenant: &str, key: &str) -> Result<(), McpError> {
         let intent = self.own(tenant, key).await?;
+        if intent.status == Status::AwaitingApproval {
+            return Err(McpError::invalid_request(
+                format!(
+                    "intent {key} awaits approval by people: it cannot be cancelled here; a person rejects it"
+                ),
+                None,
+            ));
+        }
         if intent.status.is_settled() {
             return Ok(());
         }
@@ -371,7 +392,8 @@ impl ServerHandler for Gateway {
         let tasks = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
-        self.call(tenant, name, arguments, &meta, tasks).await
+        let who = (tenant, Self::submitter(&context));
+        self.call(who, name, arguments, &meta, tasks).await
     }
 
     async fn get_task(

@@ -20,8 +20,9 @@ struct ToolResult<'a> {
 
 /// The result of a call whose intent is `intent`: a success when it succeeded or is still on
 /// its way (status `pending` and friends, with the key to follow it by), an error result that
-/// says how it ended otherwise — never a success for `failed`, `needs_review`, `cancelled` or
-/// `expired`.
+/// says how it ended otherwise — never a success for `failed`, `needs_review`, `cancelled`,
+/// `expired` or `rejected`. An intent awaiting approval is no error and no success: its note
+/// says that people must approve it before anything is sent, and gives the key to follow it by.
 pub fn intent_result(intent: &Intent) -> CallToolResult {
     let note = match intent.status {
         Status::Succeeded => None,
@@ -31,6 +32,11 @@ pub fn intent_result(intent: &Intent) -> CallToolResult {
         Status::NeedsReview => Some(
             "its outcome is unknown and a person must decide; do not act again until they have",
         ),
+        Status::AwaitingApproval => Some(
+            "awaits approval by people: nothing has been sent yet; tell the user, and call \
+             get_intent with this idempotency_key later to follow it (do not call this tool again)",
+        ),
+        Status::Rejected => Some("rejected by a person: it was not and will not be carried out"),
         _ => Some("still on its way: call get_intent with this idempotency_key to follow it"),
     };
     let body = json!(ToolResult {
@@ -39,7 +45,11 @@ pub fn intent_result(intent: &Intent) -> CallToolResult {
     });
     let ended_badly = matches!(
         intent.status,
-        Status::Failed | Status::Expired | Status::Cancelled | Status::NeedsReview
+        Status::Failed
+            | Status::Expired
+            | Status::Cancelled
+            | Status::NeedsReview
+            | Status::Rejected
     );
     if ended_badly {
         CallToolResult::structured_error(body)

@@ -24,6 +24,8 @@ pub(crate) fn created(intent: &Intent) -> CreateTaskResult {
 pub(crate) fn detailed(intent: &Intent) -> DetailedTask {
     let payload = match intent.status {
         Status::Cancelled => TaskPayload::Cancelled,
+        // Waiting for people is still on its way: the task completes once they decided.
+        Status::AwaitingApproval => TaskPayload::Working,
         status if status.is_settled() => {
             let result = serde_json::to_value(intent_result(intent))
                 .ok()

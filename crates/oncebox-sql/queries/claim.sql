@@ -11,7 +11,8 @@
 -- crashed or stalled worker) are taken back first. Every claim bumps the fencing epoch.
 -- Returns what the worker needs of each intent, so a delivery needs no further read.
 -- `lease_taken_over` marks rows taken from another worker; `dispatched_at` set means an
--- earlier attempt may have reached the destination: its outcome is unknown.
+-- earlier attempt may have reached the destination: its outcome is unknown. An intent still
+-- awaiting approval is claimed only to be expired, its window closed (`approval_secs_left`).
 WITH RECURSIVE tenants AS (
     -- Each visited tenant with its oldest unleased row, and how many tenants with ready rows
     -- were found so far: one descent of the ready index per tenant, the next one after the
@@ -94,4 +95,5 @@ RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.budget_from, o.dispatched_
           i.tenant_id, i.idempotency_key, i.action, i.request_hash, i.payload, i.status,
           i.external_reference, i.last_error, i.attempt_count, i.created_at, i.updated_at,
           i.deadline, i.deadline IS NOT NULL AND i.deadline <= now() AS deadline_passed,
+          extract(epoch FROM i.approval_expires_at - now())::float8 AS approval_secs_left,
           (SELECT tenant_id FROM tenants ORDER BY visited DESC LIMIT 1) AS claim_cursor

@@ -11,7 +11,7 @@ SELECT count(*) AS repaired FROM (
         SELECT 1 FROM oncebox.intents i
         LEFT JOIN oncebox.outbox o ON o.intent_id = i.id AND o.phase = 'deliver'
         WHERE i.lane_id = l.id AND i.lane_seq = l.head_seq
-          AND i.status NOT IN ('succeeded', 'cancelled')
+          AND i.status NOT IN ('succeeded', 'cancelled', 'rejected')
           AND (o.available_at IS NULL OR o.available_at <> 'infinity'))
 ) r
 WHERE head IS NOT NULL

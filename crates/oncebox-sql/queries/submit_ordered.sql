@@ -1,11 +1,13 @@
 -- Submit with an ordering key (migrations/0011_lanes.sql): as submit.sql, with its parameters
 -- numbered in the order they first appear here — tenant, ordering key, the lane's destination,
 -- whether that destination skips failed heads (on_failure = "skip"), key, action, request hash,
--- payload, business_ref, run_id, step, deadline, original arguments, notify, channel. The intent
+-- payload, business_ref, run_id, step, deadline, original arguments, approvals needed, approval
+-- window, submitter (as in submit.sql), notify, channel. The intent
 -- joins the lane (tenant, destination, ordering key) and takes its next number under the lane
 -- row's lock, held to the caller's commit: a lane's numbers follow commit order, and a rollback
 -- gives its number back. The intent is queued ready when it is the lane's head (the lane was
--- idle) and parked behind the head otherwise (available_at infinity, out of the claim's reach).
+-- idle) and parked behind the head otherwise (available_at infinity, out of the claim's reach);
+-- a head awaiting approval holds its lane and is queued for the end of its approval window.
 -- A key that already exists takes no number: nothing is inserted and the caller reads that row,
 -- as in submit.sql. A waiting worker is woken only for a ready row.
 WITH lane AS (
@@ -19,19 +21,28 @@ WITH lane AS (
 ), intent AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, ordering_key, idempotency_key, action, request_hash, payload,
-         business_ref, run_id, step, deadline, redacted, lane_id, lane_seq)
+         business_ref, run_id, step, deadline, redacted, lane_id, lane_seq,
+         status, approvals_needed, approval_expires_at, submitted_by)
     SELECT $1::text, $2::text, $5::text, $6::text, $7::text, $8::jsonb, $9::text, $10::text,
-           $11::text, $12::timestamptz, $13::jsonb IS NOT NULL, lane.id, lane.last_seq
+           $11::text, $12::timestamptz, $13::jsonb IS NOT NULL, lane.id, lane.last_seq,
+           CASE WHEN $14::smallint IS NULL THEN 'pending'
+                ELSE 'awaiting_approval' END::oncebox.intent_status,
+           $14::smallint,
+           CASE WHEN $14::smallint IS NOT NULL
+                THEN least(now() + make_interval(secs => $15::float8),
+                           coalesce($12::timestamptz, 'infinity')) END,
+           $16::text
     FROM lane
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING i.id, i.created_at
+    RETURNING i.id, i.created_at, i.status, i.approval_expires_at
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, available_at)
     SELECT intent.id, 'deliver'::oncebox.phase, $1::text, $13::jsonb,
-           CASE WHEN lane.last_seq = lane.head_seq THEN now() ELSE 'infinity' END
+           CASE WHEN lane.last_seq <> lane.head_seq THEN 'infinity'
+                ELSE coalesce(intent.approval_expires_at, now()) END
     FROM intent, lane
-    RETURNING CASE WHEN $14::boolean AND available_at <> 'infinity' AND EXISTS (
+    RETURNING CASE WHEN $17::boolean AND available_at <= now() AND EXISTS (
         SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
-      THEN pg_notify($15::text, 'deliver') END
+      THEN pg_notify($18::text, 'deliver') END
 )
-SELECT id, created_at FROM intent
+SELECT id, created_at, status, approval_expires_at FROM intent

@@ -139,6 +139,14 @@ statements! {
     OPS_CANCEL_CHECK = "ops_cancel_check.sql";
     /// Ops: cancel.
     OPS_CANCEL = "ops_cancel.sql";
+    /// Console: intents awaiting approval, with their approvals so far.
+    CONSOLE_APPROVALS = "console_approvals.sql";
+    /// Ops: may this intent still be approved or rejected, and by whom?
+    OPS_APPROVAL_CHECK = "ops_approval_check.sql";
+    /// Ops: one approval; the last one needed releases the intent.
+    OPS_APPROVE = "ops_approve.sql";
+    /// Ops: reject an intent awaiting approval.
+    OPS_REJECT = "ops_reject.sql";
     /// Ops: after a restore, every queued delivery counts as possibly sent.
     OPS_RESTORED = "ops_restored.sql";
     /// Ops: retention purge.

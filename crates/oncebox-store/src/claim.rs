@@ -59,6 +59,9 @@ pub struct ClaimedRow {
     pub deadline: Option<DateTime<Utc>>,
     /// True when the deadline has passed (by the database's clock).
     pub deadline_passed: bool,
+    /// Seconds left in the approval window of an intent with an approval policy, by the
+    /// database's clock (zero or less: closed).
+    pub approval_secs_left: Option<f64>,
 }
 
 impl ClaimedRow {

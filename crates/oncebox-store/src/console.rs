@@ -28,6 +28,7 @@ struct SessionRow {
     tenant_id: String,
     role: Role,
     expires_at: Option<DateTime<Utc>>,
+    label: Option<String>,
     csrf: String,
 }
 
@@ -87,6 +88,7 @@ pub async fn session(
             tenant_id: r.tenant_id,
             role: r.role,
             expires_at: r.expires_at,
+            label: r.label,
         },
         csrf: r.csrf,
     }))

@@ -7,6 +7,7 @@
 //! statement take any executor (`&PgPool`, `&mut PgConnection`, a transaction), so callers need
 //! no connection juggling of their own.
 
+pub mod approvals;
 pub mod breaker;
 mod claim;
 pub mod console;

@@ -108,6 +108,8 @@ pub struct Actor {
     pub role: String,
     /// Through what: `cli`, `api` or `mcp`.
     pub via: String,
+    /// A name for people beside `who`: an API token's label.
+    pub label: Option<String>,
 }
 
 impl Actor {
@@ -117,7 +119,14 @@ impl Actor {
             who: who.into(),
             role: role.to_owned(),
             via: via.to_owned(),
+            label: None,
         }
+    }
+
+    /// This actor, named `label` for people (an API token's label; empty: none).
+    pub fn with_label(mut self, label: Option<&str>) -> Actor {
+        self.label = label.filter(|l| !l.trim().is_empty()).map(str::to_owned);
+        self
     }
 
     /// `role:who`, as the retry report names it.
@@ -139,7 +148,9 @@ pub struct AuditRow {
     pub role: String,
     /// Through what (`cli`, `api`, `console`, `mcp`).
     pub via: String,
-    /// `retry`, `resolve` or `cancel`.
+    /// The actor's name for people: an API token's label.
+    pub label: Option<String>,
+    /// `retry`, `resolve`, `cancel`, `skip`, `approve` or `reject`.
     pub action: String,
     /// Why, in the operator's words.
     pub reason: Option<String>,
@@ -236,7 +247,7 @@ pub async fn history(
         .await
 }
 
-async fn lock(tx: &mut PgConnection, id: i64) -> Result<Intent, OpsError> {
+pub(crate) async fn lock(tx: &mut PgConnection, id: i64) -> Result<Intent, OpsError> {
     sqlx::query_as(sql::OPS_LOCK)
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -262,6 +273,9 @@ async fn lock_for(tx: &mut PgConnection, id: i64, to: Status) -> Result<Intent, 
              failed or needs_review"
         }
         Status::Pending => "it is waiting for a worker",
+        Status::AwaitingApproval => {
+            "it awaits approval: approve it or reject it (`oncebox ops approve`, `oncebox ops reject`)"
+        }
         _ => "it is final",
     };
     let may: Vec<&str> = i
@@ -321,7 +335,7 @@ async fn report(
 }
 
 /// One row of the audit log for `actor`'s decision `action` on `before`, which left it `after`.
-async fn audit(
+pub(crate) async fn audit(
     tx: &mut PgConnection,
     before: &Intent,
     after: Status,
@@ -334,6 +348,7 @@ async fn audit(
         .bind(&actor.who)
         .bind(&actor.role)
         .bind(&actor.via)
+        .bind(&actor.label)
         .bind(action)
         .bind(reason.filter(|r| !r.trim().is_empty()))
         .bind(before.status)

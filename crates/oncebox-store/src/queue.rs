@@ -32,7 +32,8 @@ pub async fn ping(db: impl PgExecutor<'_>) -> Result<(), sqlx::Error> {
 /// Intents waiting in one status, or the unpublished dead letters.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct WaitingGauge {
-    /// `unknown`, `reconciling`, `needs_review`, or `dead_letter` for unpublished dead letters.
+    /// `unknown`, `reconciling`, `needs_review`, `awaiting_approval`, or `dead_letter` for
+    /// unpublished dead letters.
     pub gauge: String,
     /// How many.
     pub n: i64,
@@ -41,7 +42,8 @@ pub struct WaitingGauge {
 }
 
 /// Reads the waiting gauges: intents waiting for reconciliation or a person per status (only
-/// statuses with some), over the `intents_waiting` index, and the dead letters not yet
+/// statuses with some), over the `intents_waiting` and `intents_awaiting_approval` indexes, and
+/// the dead letters not yet
 /// published (always one row, `dead_letter`).
 ///
 /// # Errors

@@ -5,7 +5,7 @@
 use chrono::DurationRound;
 use chrono::{DateTime, Utc};
 use oncebox_core::config::Config;
-use oncebox_core::intake::Rules;
+use oncebox_core::intake::{ApprovalNeeded, Rules};
 pub use oncebox_core::intake::{MissingRedactionKey, Recorded};
 use oncebox_core::intent::InvalidIntent;
 use oncebox_core::redact::{RedactRule, RedactionKeys};
@@ -31,6 +31,40 @@ pub struct Submitted {
 struct Inserted {
     id: i64,
     created_at: DateTime<Utc>,
+    status: Status,
+}
+
+impl Inserted {
+    /// The journal row this insert made of `intent`.
+    fn intent(
+        self,
+        intent: NewIntent,
+        request_hash: String,
+        payload: Value,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Intent {
+        Intent {
+            id: self.id,
+            tenant_id: intent.tenant_id,
+            idempotency_key: intent.idempotency_key,
+            action: intent.action,
+            request_hash,
+            payload,
+            status: self.status,
+            attempt_count: 0,
+            external_reference: None,
+            response: None,
+            last_error: None,
+            run_id: intent.run_id,
+            business_ref: intent.business_ref,
+            step: intent.step,
+            ordering_key: intent.ordering_key,
+            deadline,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            completed_at: None,
+        }
+    }
 }
 
 /// Accepts intents for the configured actions: the rules of [`oncebox_core::intake::Rules`]
@@ -124,7 +158,7 @@ impl Intake {
         tx: &mut Transaction<'_, Postgres>,
         intent: NewIntent,
     ) -> Result<Submitted, SubmitError> {
-        self.submit_on(tx, intent).await
+        self.submit_on(tx, intent, None).await
     }
 
     /// Records `intent` on its own: one statement, committed by itself (autocommit). For
@@ -139,13 +173,29 @@ impl Intake {
         conn: &mut PgConnection,
         intent: NewIntent,
     ) -> Result<Submitted, SubmitError> {
-        self.submit_on(conn, intent).await
+        self.submit_on(conn, intent, None).await
+    }
+
+    /// As [`Intake::submit_alone`], for a caller that knows who submits: `submitter` (an API
+    /// token, `token <id>`, as [`crate::ops::Actor::who`] names it) is kept with the intent and
+    /// may not approve it ([`crate::approvals::approve`]).
+    ///
+    /// # Errors
+    /// As [`Intake::submit_alone`].
+    pub async fn submit_alone_as(
+        &self,
+        conn: &mut PgConnection,
+        intent: NewIntent,
+        submitter: &str,
+    ) -> Result<Submitted, SubmitError> {
+        self.submit_on(conn, intent, Some(submitter)).await
     }
 
     async fn submit_on(
         &self,
         conn: &mut PgConnection,
         intent: NewIntent,
+        submitted_by: Option<&str>,
     ) -> Result<Submitted, SubmitError> {
         let Recorded {
             payload,
@@ -158,34 +208,20 @@ impl Intake {
             .map(DateTime::<Utc>::from)
             .and_then(|d| d.duration_trunc(chrono::TimeDelta::microseconds(1)).ok());
 
-        let inserted = self
-            .insert(conn, &intent, &hash, &payload, redacted, deadline)
-            .await?;
+        let approval = self.rules.approval(&intent.action, &intent.arguments)?;
+        let written = Written {
+            hash: &hash,
+            payload: &payload,
+            redacted,
+            deadline,
+            approval,
+            submitted_by,
+        };
+        let inserted = self.insert(conn, &intent, &written).await?;
         if let Some(row) = inserted {
             tracing::Span::current().record("intent_id", row.id);
-            let intent = Intent {
-                id: row.id,
-                tenant_id: intent.tenant_id,
-                idempotency_key: intent.idempotency_key,
-                action: intent.action,
-                request_hash: hash,
-                payload,
-                status: Status::Pending,
-                attempt_count: 0,
-                external_reference: None,
-                response: None,
-                last_error: None,
-                run_id: intent.run_id,
-                business_ref: intent.business_ref,
-                step: intent.step,
-                ordering_key: intent.ordering_key,
-                deadline,
-                created_at: row.created_at,
-                updated_at: row.created_at,
-                completed_at: None,
-            };
             return Ok(Submitted {
-                intent,
+                intent: row.intent(intent, hash, payload, deadline),
                 created: true,
             });
         }
@@ -225,12 +261,16 @@ impl Intake {
         &self,
         conn: &mut PgConnection,
         intent: &NewIntent,
-        hash: &str,
-        payload: &Value,
-        redacted: bool,
-        deadline: Option<DateTime<Utc>>,
+        w: &Written<'_>,
     ) -> Result<Option<Inserted>, SubmitError> {
-        let delivery_arguments: Option<Json<&Value>> = redacted.then_some(Json(&intent.arguments));
+        let (hash, payload, deadline) = (w.hash, Json(w.payload), w.deadline);
+        let delivery_arguments: Option<Json<&Value>> =
+            w.redacted.then_some(Json(&intent.arguments));
+        // Postgres has no unsigned types; a policy asks for at most a few people.
+        let approvals: Option<i16> = w
+            .approval
+            .map(|a| i16::try_from(a.approvals.get()).unwrap_or(i16::MAX));
+        let window: Option<f64> = w.approval.map(|a| a.window.as_secs_f64());
         let inserted = match &intent.ordering_key {
             None => {
                 sqlx::query_as(crate::sql::SUBMIT)
@@ -238,12 +278,15 @@ impl Intake {
                     .bind(&intent.idempotency_key)
                     .bind(&intent.action)
                     .bind(hash)
-                    .bind(Json(payload))
+                    .bind(payload)
                     .bind(&intent.business_ref)
                     .bind(&intent.run_id)
                     .bind(&intent.step)
                     .bind(deadline)
                     .bind(delivery_arguments)
+                    .bind(approvals)
+                    .bind(window)
+                    .bind(w.submitted_by)
                     .bind(self.notify)
                     .bind(crate::OUTBOX_CHANNEL)
                     .fetch_optional(&mut *conn)
@@ -259,12 +302,15 @@ impl Intake {
                     .bind(&intent.idempotency_key)
                     .bind(&intent.action)
                     .bind(hash)
-                    .bind(Json(payload))
+                    .bind(payload)
                     .bind(&intent.business_ref)
                     .bind(&intent.run_id)
                     .bind(&intent.step)
                     .bind(deadline)
                     .bind(delivery_arguments)
+                    .bind(approvals)
+                    .bind(window)
+                    .bind(w.submitted_by)
                     .bind(self.notify)
                     .bind(crate::OUTBOX_CHANNEL)
                     .fetch_optional(&mut *conn)
@@ -273,4 +319,20 @@ impl Intake {
         };
         Ok(inserted)
     }
+}
+
+/// What a submit writes besides the caller's intent.
+struct Written<'a> {
+    /// The request hash.
+    hash: &'a str,
+    /// The arguments as the journal keeps them (redacted).
+    payload: &'a Value,
+    /// Whether redaction changed them.
+    redacted: bool,
+    /// The deadline, to the microsecond.
+    deadline: Option<DateTime<Utc>>,
+    /// What the action's approval policy asks of it.
+    approval: Option<ApprovalNeeded>,
+    /// Who submits it, where known: that identity may not approve it.
+    submitted_by: Option<&'a str>,
 }

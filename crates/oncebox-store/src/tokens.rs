@@ -54,6 +54,16 @@ pub struct Caller {
     pub role: Role,
     /// When the token stops working, if ever.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The token's label, naming it for people (the audit log shows it beside the id).
+    pub label: Option<String>,
+}
+
+impl Caller {
+    /// This caller as the actor of a decision through `via`: `token <id>`, with its label.
+    pub fn actor(&self, via: &str) -> crate::ops::Actor {
+        crate::ops::Actor::new(format!("token {}", self.id), self.role.as_str(), via)
+            .with_label(self.label.as_deref())
+    }
 }
 
 /// A token as `oncebox ops token list` shows it: never the secret.

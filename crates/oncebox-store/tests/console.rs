@@ -186,6 +186,7 @@ async fn sessions_end_with_logout_or_their_token_and_workers_are_listed(pool: Pg
         tenant_id: "t".into(),
         role: Role::Ops,
         expires_at: None,
+        label: None,
     };
     let (id, csrf) = console::create_session(&pool, &caller, Duration::from_secs(60))
         .await

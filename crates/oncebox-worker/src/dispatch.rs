@@ -32,32 +32,18 @@ pub(crate) enum Triage {
         /// Mark the row dispatched (fenced) before calling.
         mark: bool,
     },
+    /// No call and no attempt: give the lease back for this long (an intent awaiting approval,
+    /// queued before its window closed).
+    Hold(Duration),
 }
 
 /// Decides what a claimed deliver row needs before any call: a row finished while queued is
-/// cleared; an earlier attempt that was dispatched and never recorded is looked up or handed to
+/// cleared; an intent still awaiting approval expires once its window closed, and is held back
+/// before; an earlier attempt that was dispatched and never recorded is looked up or handed to
 /// a person; a passed deadline expires the intent; an action no longer configured fails it.
 pub(crate) fn triage(row: &ClaimedRow, routes: &Routes) -> Triage {
     let skip = |status: Status, next: Next, kind: AttemptKind, detail: &str| {
-        Triage::Complete(Box::new(Completion {
-            lease: row.lease,
-            phase: Phase::Deliver,
-            attempt: row.attempt,
-            status,
-            response: None,
-            external_reference: None,
-            last_error: kind
-                .error_code()
-                .map(|code| AttemptError::new(code, detail)),
-            next,
-            report: Some(Report {
-                kind,
-                status_code: None,
-                error_code: None,
-                detail: Some(detail.to_owned()),
-                elapsed: Duration::ZERO,
-            }),
-        }))
+        no_call(row, status, next, kind, detail)
     };
     if row.status.is_terminal() {
         // Cancelled (or otherwise finished) while queued: never dispatched. Only cleared.
@@ -72,6 +58,9 @@ pub(crate) fn triage(row: &ClaimedRow, routes: &Routes) -> Triage {
             next: Next::Done,
             report: None,
         }));
+    }
+    if row.status == Status::AwaitingApproval {
+        return awaiting_approval(row);
     }
     let Some(route) = routes.get(&row.action) else {
         return skip(
@@ -110,6 +99,97 @@ pub(crate) fn triage(row: &ClaimedRow, routes: &Routes) -> Triage {
     }
 }
 
+/// A row recorded without a call: `status` and `next`, with a report of `kind` saying `detail`.
+fn no_call(
+    row: &ClaimedRow,
+    status: Status,
+    next: Next,
+    kind: AttemptKind,
+    detail: &str,
+) -> Triage {
+    Triage::Complete(Box::new(Completion {
+        lease: row.lease,
+        phase: Phase::Deliver,
+        attempt: row.attempt,
+        status,
+        response: None,
+        external_reference: None,
+        last_error: kind
+            .error_code()
+            .map(|code| AttemptError::new(code, detail)),
+        next,
+        report: Some(Report {
+            kind,
+            status_code: None,
+            error_code: None,
+            detail: Some(detail.to_owned()),
+            elapsed: Duration::ZERO,
+        }),
+    }))
+}
+
+/// The row of an intent still awaiting approval: its window closed (the one way a claim finds
+/// it), so it expires, sending nothing; or, queued early, it is given back until the window's end.
+fn awaiting_approval(row: &ClaimedRow) -> Triage {
+    let left = row.approval_secs_left.unwrap_or(0.0);
+    if left > 0.0 && !row.deadline_passed {
+        return Triage::Hold(Duration::from_secs_f64(left.min(86_400.0 * 366.0)));
+    }
+    no_call(
+        row,
+        Status::Expired,
+        Next::Done,
+        AttemptKind::Expired,
+        "it was not approved before its approval window closed",
+    )
+}
+
+/// A claimed batch sorted by [`triage`] and the destinations' gates.
+#[derive(Default)]
+struct Sorted<'c> {
+    /// Rows to call.
+    to_send: Vec<ClaimedRow>,
+    /// Intents to mark dispatched before their call (destinations that do not honour keys).
+    marks: HashSet<i64>,
+    /// Rows held back without an attempt (an open breaker, or awaiting approval), each with its
+    /// wait.
+    deferred: Vec<Lease>,
+    /// The wait of each deferred row.
+    waits: Vec<Duration>,
+    /// Rows of disabled destinations, by destination.
+    parked: HashMap<&'c str, Vec<Lease>>,
+}
+
+/// Sorts a claimed batch: completes at once the rows that need no call, and says which of the
+/// rest to send, to defer or to park.
+async fn sort<'c>(ctx: &'c Context, rows: Vec<ClaimedRow>, outcomes: &Outcomes) -> Sorted<'c> {
+    let mut s = Sorted::default();
+    for row in rows {
+        let gated = match triage(&row, &ctx.routes) {
+            Triage::Complete(c) => {
+                send(outcomes, *c).await;
+                continue;
+            }
+            Triage::Hold(wait) => ("", Gate::Defer(wait)),
+            Triage::Send { mark } => {
+                if mark {
+                    s.marks.insert(row.intent_id());
+                }
+                gate(ctx, &row).await
+            }
+        };
+        match gated {
+            (_, Gate::Send) => s.to_send.push(row),
+            (_, Gate::Defer(wait)) => {
+                s.deferred.push(row.lease);
+                s.waits.push(until_deadline(&row, wait));
+            }
+            (destination, Gate::Park) => s.parked.entry(destination).or_default().push(row.lease),
+        }
+    }
+    s
+}
+
 /// Starts a claimed batch: completes the rows that need no call, marks the rest dispatched where
 /// needed, and spawns their calls into `calls` as permits allow.
 pub(crate) async fn start(
@@ -119,30 +199,13 @@ pub(crate) async fn start(
     outcomes: &Outcomes,
     calls: &mut JoinSet<()>,
 ) {
-    let mut to_send = Vec::with_capacity(rows.len());
-    // Intents to mark dispatched before their call (destinations that do not honour keys).
-    let mut marks = HashSet::new();
-    // Rows held back without an attempt: deferred (an open breaker) or parked (disabled).
-    let (mut deferred, mut waits) = (Vec::new(), Vec::new());
-    let mut parked: HashMap<&str, Vec<Lease>> = HashMap::new();
-    for row in rows {
-        match triage(&row, &ctx.routes) {
-            Triage::Complete(c) => send(outcomes, *c).await,
-            Triage::Send { mark } => match gate(ctx, &row).await {
-                (_, Gate::Send) => {
-                    if mark {
-                        marks.insert(row.intent_id());
-                    }
-                    to_send.push(row);
-                }
-                (_, Gate::Defer(wait)) => {
-                    deferred.push(row.lease);
-                    waits.push(until_deadline(&row, wait));
-                }
-                (destination, Gate::Park) => parked.entry(destination).or_default().push(row.lease),
-            },
-        }
-    }
+    let Sorted {
+        to_send,
+        marks,
+        deferred,
+        waits,
+        parked,
+    } = sort(ctx, rows, outcomes).await;
     defer_all(ctx, &deferred, &waits).await;
     for (destination, leases) in parked {
         park(ctx, destination, &leases).await;

@@ -65,14 +65,15 @@ pub const INTENTS_WAITING: Def = Def {
     kind: Kind::Gauge,
     labels: &["status"],
     help: "Intents waiting for reconciliation or a person, by status (unknown, reconciling, \
-           needs_review).",
+           needs_review, awaiting_approval).",
 };
 /// How long the intent waiting longest in each status has waited.
 pub const OLDEST_WAITING_AGE_SECONDS: Def = Def {
     name: "oncebox_oldest_waiting_age_seconds",
     kind: Kind::Gauge,
     labels: &["status"],
-    help: "Seconds since the intent waiting longest in each status last changed.",
+    help: "Seconds since the intent waiting longest in each status last changed (for \
+           awaiting_approval: since it was submitted).",
 };
 /// Dead letters written but not yet published to the broker.
 pub const DEAD_LETTERS_UNPUBLISHED: Def = Def {

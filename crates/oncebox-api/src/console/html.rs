@@ -68,6 +68,7 @@ pub(crate) fn columns(names: &[&str]) -> Markup {
 /// Which navigation entry a page belongs to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
+    Approvals,
     Overview,
     Attention,
     Search,
@@ -107,6 +108,7 @@ pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: Marku
                     a.brand href="/console" { "oncebox" }
                     @if let Some(f) = frame {
                         nav {
+                            (item(Nav::Approvals, "/console/approvals", "Awaiting approval"))
                             (item(Nav::Overview, "/console", "Overview"))
                             (item(Nav::Attention, "/console/attention", "Needs a person"))
                         }

@@ -25,6 +25,10 @@ pub struct Action {
     /// Offer the action as an MCP tool (`oncebox mcp`, `/mcp`): `[actions.X.tool]`.
     #[serde(default)]
     pub tool: Option<ToolSettings>,
+    /// Which intents wait for people to approve them before they are sent:
+    /// `[actions.X.approval]` ([`super::Approval`]).
+    #[serde(default)]
+    pub approval: Option<super::Approval>,
 }
 
 /// How an action is offered as an MCP tool. Its `inputSchema` is the action's

@@ -1,14 +1,13 @@
 //! An approval policy: which intents of an action wait for people before they are sent, how
-//! many people, for how long, and whom to tell. An action's configuration does not accept one
-//! yet (`[actions.X.approval]` is refused as an unknown field): a policy is read only where the
-//! journal can hold an intent for its approvals, so that none is ever accepted and not enforced.
+//! many people, and for how long. Every way in (the Rust library, Python, the CLI,
+//! the HTTP API, MCP) writes an intent the policy matches `awaiting_approval`, and no worker
+//! sends it until enough distinct people approved it (`oncebox ops approve`).
 //!
 //! ```toml
 //! [actions.refund.approval]
 //! when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
 //! approvals = 2          # distinct approvers (default 1)
 //! expires_after = "24h"  # the default; the intent's own deadline wins when earlier
-//! notify = "approvals"   # a destination sent an "approval requested" message (optional)
 //! ```
 //!
 //! `when` is a JSON Schema the arguments are matched against: an intent needs approval when they
@@ -50,10 +49,6 @@ pub struct Approval {
     /// intent's own deadline wins when it is earlier.
     #[serde(default = "defaults::approval_expiry")]
     pub expires_after: NonZeroDuration,
-    /// A destination (a key of `[destinations]`) sent an "approval requested" message for each
-    /// intent that waits.
-    #[serde(default)]
-    pub notify: Option<String>,
 }
 
 impl Approval {

@@ -33,6 +33,10 @@ fn sections() -> Vec<(&'static str, String)> {
             format!("{ACTION}{HTTP}[actions.a.tool]\nzz_probe = 1\n"),
         ),
         (
+            "`[actions.NAME.approval]`",
+            format!("{ACTION}{HTTP}[actions.a.approval]\nzz_probe = 1\n"),
+        ),
+        (
             "`[destinations.NAME]`, `kind = \"http\"`",
             format!("{ACTION}{HTTP}zz_probe = 1\n"),
         ),

@@ -1,5 +1,6 @@
-//! The operator's decisions from the console — retry, resolve, cancel, each with a reason —
-//! run through `oncebox_store::ops` exactly as the CLI's and the API's do.
+//! The operator's decisions from the console — approve, reject, retry, resolve, cancel, each
+//! with a reason — run through `oncebox_store::approvals` and `oncebox_store::ops` exactly as
+//! the CLI's and the API's do.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ async fn decide(
     let Some(intent) = found else {
         return intent_page(state, &s, key, StatusCode::NOT_FOUND, None, None).await;
     };
-    let actor = Actor::new(format!("token {}", s.caller.id), "ops", "console");
+    let actor = s.caller.actor("console");
     let mut tx = match state.pool.begin().await {
         Ok(tx) => tx,
         Err(e) => return internal(e),
@@ -170,6 +171,45 @@ pub(crate) async fn resolve(
                 }
             };
             Ok(oncebox_store::ops::resolve(tx, id, &resolution, actor, Some(why)).await?)
+        },
+    )
+    .await
+}
+
+pub(crate) async fn approve(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: Body,
+) -> Response {
+    decide(
+        &state,
+        &headers,
+        &key,
+        body,
+        "approve",
+        async |tx, id, actor, why, _| {
+            let approved = oncebox_store::approvals::approve(tx, id, actor, Some(why)).await?;
+            Ok(approved.intent)
+        },
+    )
+    .await
+}
+
+pub(crate) async fn reject(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: Body,
+) -> Response {
+    decide(
+        &state,
+        &headers,
+        &key,
+        body,
+        "reject",
+        async |tx, id, actor, why, _| {
+            Ok(oncebox_store::approvals::reject(tx, id, actor, why).await?)
         },
     )
     .await

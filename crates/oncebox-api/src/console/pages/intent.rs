@@ -33,6 +33,8 @@ pub(crate) async fn intent(
         "retry" => "Retried: the intent is pending again, under the same key.",
         "resolve" => "Resolved.",
         "cancel" => "Cancelled.",
+        "approve" => "Approval recorded.",
+        "reject" => "Rejected: it will never be sent.",
         _ => "Done.",
     });
     intent_page(&state, &s, &key, StatusCode::OK, note, None).await
@@ -92,7 +94,11 @@ pub(super) async fn intent_page(
             div { h2 { "Receiver's response" } pre { (response) } }
         }
         // The decisions this status allows.
-        (decisions(&i, s))
+        @if i.status == Status::AwaitingApproval {
+            (approval(&i, s))
+        } @else {
+            (decisions(&i, s))
+        }
         (history_table(&history))
         (audit_table(&audit))
     };
@@ -191,7 +197,10 @@ fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
                     @for a in audit {
                         tr {
                             td { (html::time(a.at)) }
-                            td { (a.actor) }
+                            td {
+                                (a.actor)
+                                @if let Some(l) = &a.label { " (" (l) ")" }
+                            }
                             td { (a.role) }
                             td { (a.via) }
                             td { (a.action) }
@@ -202,6 +211,40 @@ fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
                             td { (a.reason.as_deref().unwrap_or("—")) }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The forms of an intent awaiting approval: approve or reject it, with a reason.
+fn approval(i: &Intent, s: &Session) -> Markup {
+    let action = |what: &str| format!("{}/{what}", intent_href(&i.idempotency_key));
+    let csrf = html! { input type="hidden" name="csrf" value=(s.csrf); };
+    html! {
+        section.decide {
+            h2 { "Approve or reject" }
+            p.hint {
+                "Nothing has been sent. Approving records your approval; the last one it needs "
+                "sends it. Whoever submitted it may not approve it, and each person counts once."
+            }
+            div.cols {
+                form.card method="post" action=(action("approve")) {
+                    h3 { "Approve" }
+                    (csrf)
+                    label for="approve-reason" { "Reason" }
+                    textarea id="approve-reason" name="reason" rows="2" required
+                        placeholder="What you checked before approving" {}
+                    button type="submit" { "Approve" }
+                }
+                form.card method="post" action=(action("reject")) {
+                    h3 { "Reject" }
+                    (csrf)
+                    p.hint { "It ends rejected and is never sent." }
+                    label for="reject-reason" { "Reason" }
+                    textarea id="reject-reason" name="reason" rows="2" required
+                        placeholder="Why it must not happen" {}
+                    button type="submit" { "Reject" }
                 }
             }
         }

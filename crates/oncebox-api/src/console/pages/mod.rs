@@ -1,7 +1,9 @@
-//! The console's pages: overview, needs a person, search, an intent with its history and audit
-//! rows, and the operator's decisions (retry, resolve, cancel — each with a reason), which run
-//! through `oncebox_store::ops` exactly as the CLI's and the API's do.
+//! The console's pages: awaiting approval, overview, needs a person, search, an intent with its
+//! history and audit rows, and the operator's decisions (approve, reject, retry, resolve, cancel
+//! — each with a reason), which run through `oncebox_store::approvals` and `oncebox_store::ops`
+//! exactly as the CLI's and the API's do.
 
+mod approvals;
 mod attention;
 mod decisions;
 mod intent;
@@ -17,8 +19,9 @@ use oncebox_store::console::Session;
 use super::html::{self, Frame, Nav, ago, badge, columns, excerpt, intent_href};
 use crate::AppState;
 
+pub(crate) use approvals::approvals;
 pub(crate) use attention::attention;
-pub(crate) use decisions::{cancel, resolve, retry};
+pub(crate) use decisions::{approve, cancel, reject, resolve, retry};
 pub(crate) use intent::intent;
 pub(crate) use overview::overview;
 pub(crate) use search::search;

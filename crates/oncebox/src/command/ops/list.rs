@@ -15,8 +15,8 @@ use crate::exit::{CliError, CliResult};
 pub(crate) struct Args {
     #[command(flatten)]
     pub(crate) db: DbArgs,
-    /// Only this status (pending, in_flight, unknown, reconciling, needs_review, succeeded,
-    /// failed, cancelled, expired).
+    /// Only this status (awaiting_approval, pending, in_flight, unknown, reconciling,
+    /// needs_review, succeeded, failed, cancelled, expired, rejected).
     #[arg(long)]
     pub(crate) status: Option<String>,
     /// Only this tenant.

@@ -1,5 +1,6 @@
 //! `oncebox ops`: what operators do with intents that need them, one module per command.
 
+pub(crate) mod approval;
 pub(crate) mod audit;
 pub(crate) mod cancel;
 pub(crate) mod destinations;
@@ -22,14 +23,20 @@ use super::connect;
 use crate::exit::{CliError, CliResult};
 use crate::output;
 
-/// Ops: list, show, retry, resolve, cancel, audit, purge, stats, restored, token, destinations,
-/// lanes.
+/// Ops: list, show, approve, reject, retry, resolve, cancel, audit, purge, stats, restored,
+/// token, destinations, lanes.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// List intents, oldest first.
     List(list::Args),
     /// Show one intent and its whole history (the retry report).
     Show(show::Args),
+    /// Approve an intent awaiting approval (its action's approval policy). Each person counts
+    /// once, and whoever submitted it may not approve it; the last approval it needs sends it to
+    /// pending, and a worker delivers it. Refused once its approval window closed (exit 3).
+    Approve(approval::ApproveArgs),
+    /// Reject an intent awaiting approval, with --reason: it ends rejected and is never sent.
+    Reject(approval::RejectArgs),
     /// Send a failed or needs_review intent back to pending with the same key. Refuses
     /// succeeded intents (a retry could repeat their effect).
     Retry(retry::Args),
@@ -37,8 +44,8 @@ pub(crate) enum Command {
     Resolve(resolve::Args),
     /// Cancel a pending intent that was never dispatched; otherwise say why not (exit 3).
     Cancel(cancel::Args),
-    /// The audit log: every operator decision (retry, resolve, cancel) from the CLI, the API or
-    /// the MCP gateway — who, in what role and through what, which intent, why, the status
+    /// The audit log: every operator decision (approve, reject, retry, resolve, cancel, skip)
+    /// from the CLI, the API, the console or the MCP gateway — who, in what role and through what, which intent, why, the status
     /// before and after — newest first.
     Audit(audit::Args),
     /// Remove terminal intents completed longer ago than --older-than (default 30d, at least
@@ -72,6 +79,8 @@ pub(crate) async fn run(cmd: Command, json_out: bool) -> CliResult {
     match cmd {
         Command::List(a) => list::run(a, json_out).await,
         Command::Show(a) => show::run(a, json_out).await,
+        Command::Approve(a) => approval::approve(a, json_out).await,
+        Command::Reject(a) => approval::reject(a, json_out).await,
         Command::Retry(a) => retry::run(a, json_out).await,
         Command::Resolve(a) => resolve::run(a, json_out).await,
         Command::Cancel(a) => cancel::run(a, json_out).await,

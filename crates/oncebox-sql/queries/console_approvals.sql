@@ -1,0 +1,10 @@
+-- Console "Awaiting approval": tenant $1's intents awaiting approval, oldest first, at most $2,
+-- each with the approvals recorded so far, how many it needs and when its window closes. Over
+-- the intents_awaiting_approval index. Also the approval state of one intent ($3, with $1
+-- its tenant; null: all of the tenant's).
+SELECT i.*, (SELECT count(*) FROM oncebox.approvals a WHERE a.intent_id = i.id) AS approvals
+FROM oncebox.intents i
+WHERE i.status = 'awaiting_approval' AND i.tenant_id = $1
+  AND ($3::bigint IS NULL OR i.id = $3)
+ORDER BY i.created_at, i.id
+LIMIT $2

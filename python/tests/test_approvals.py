@@ -1,0 +1,143 @@
+"""Approvals from Python: the same policy gives the same status on every way in, and the tool
+wrapper tells "waiting for people" and "rejected" apart from slow and failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import oncebox
+from conftest import REDACTION_KEYS, Services
+
+#: Amounts and whether a refund of them waits for people (1,000 or more, compared exactly).
+AMOUNTS: list[tuple[Any, oncebox.Status]] = [
+    ("999.99", oncebox.Status.PENDING),
+    ("1000", oncebox.Status.AWAITING_APPROVAL),
+    ("1000.00", oncebox.Status.AWAITING_APPROVAL),
+    ("999.9999999999999999999", oncebox.Status.PENDING),
+    (5000, oncebox.Status.AWAITING_APPROVAL),
+    (50, oncebox.Status.PENDING),
+]
+
+
+def ops(services: Services, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``oncebox ops ARGS`` against the test's database (not checked: the caller reads it)."""
+    return subprocess.run(
+        [str(services.bin), "ops", *args],
+        env={**os.environ, "DATABASE_URL": services.db_url},
+        capture_output=True,
+    )
+
+
+def stored_status(db_url: str, key: str) -> str:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT status::text FROM oncebox.intents WHERE idempotency_key = %s", (key,)
+        ).fetchone()
+        assert row is not None, key
+        return str(row[0])
+
+
+def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Services) -> None:
+    config = services.config_file()
+    intake = oncebox.Intake(oncebox.Config.load(config), REDACTION_KEYS)
+    api = services.serve()
+    token = services.token("acme")
+    with oncebox.Client(api, token) as client:
+        for i, (amount, expected) in enumerate(AMOUNTS):
+            arguments = {"amount": amount}
+            with psycopg.connect(services.db_url) as conn:
+                py = oncebox.submit(
+                    conn,
+                    tenant="acme",
+                    key=f"py-{i}",
+                    action="refund",
+                    arguments=arguments,
+                    config=intake,
+                )
+                conn.commit()
+            assert py.intent.status is expected, (amount, "python")
+            cli = subprocess.run(
+                [
+                    str(services.bin),
+                    "submit",
+                    "--json",
+                    "--config",
+                    str(config),
+                    "--tenant",
+                    "acme",
+                    "--action",
+                    "refund",
+                    "--arguments",
+                    json.dumps(arguments),
+                    f"cli-{i}",
+                ],
+                env={
+                    **os.environ,
+                    "DATABASE_URL": services.db_url,
+                    "ONCEBOX_REDACTION_KEYS": REDACTION_KEYS,
+                },
+                check=True,
+                capture_output=True,
+            )
+            assert json.loads(cli.stdout)["intent"]["status"] == expected.value, (amount, "cli")
+            over_http = client.submit(f"api-{i}", "refund", arguments)
+            assert over_http.intent.status is expected, (amount, "api")
+            for way in ("py", "cli", "api"):
+                assert stored_status(services.db_url, f"{way}-{i}") == expected.value
+
+
+def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services) -> None:
+    services.receiver()
+    assert services.config is not None
+    via = oncebox.Database(
+        services.db_url,
+        tenant="acme",
+        config=oncebox.Intake(oncebox.Config.load(services.config), REDACTION_KEYS),
+    )
+
+    @oncebox.tool("refund", via=via, timeout=30)
+    def refund(order_id: str, amount: str) -> Mapping[str, object]:
+        return {"order_id": order_id, "amount": amount}
+
+    # Waiting for people is no timeout: the wrapper says so at once, however long it may wait.
+    with pytest.raises(oncebox.AwaitingApproval) as waiting:
+        refund("s", 1, order_id="o1", amount="5000.00")
+    assert waiting.value.intent.status is oncebox.Status.AWAITING_APPROVAL
+    key = refund.key("s", 1, order_id="o1", amount="5000.00")
+    rejected = ops(services, "reject", "--tenant", "acme", key, "--reason", "not owed")
+    assert rejected.returncode == 0, rejected.stderr
+    with pytest.raises(oncebox.Rejected) as no:
+        refund("s", 1, order_id="o1", amount="5000.00")
+    assert no.value.intent.status is oncebox.Status.REJECTED
+
+    services.worker()
+    with pytest.raises(oncebox.AwaitingApproval):
+        refund("s", 2, order_id="o2", amount="1200")
+    key = refund.key("s", 2, order_id="o2", amount="1200")
+    for person in ("ana", "bo"):
+        approved = ops(services, "approve", "--tenant", "acme", key, "--actor", person)
+        assert approved.returncode == 0, approved.stderr
+    done = refund("s", 2, order_id="o2", amount="1200")
+    assert done.status is oncebox.Status.SUCCEEDED
+    assert services.effects(key) == 1
+    # Below the policy's bound: no wait at all.
+    small = refund("s", 3, order_id="o3", amount="50")
+    assert small.status is oncebox.Status.SUCCEEDED
+
+
+def test_prepared_says_what_the_policy_asks(tmp_path: Path) -> None:
+    from conftest import config_toml
+
+    intake = oncebox.Intake(oncebox.Config.from_toml(config_toml()), REDACTION_KEYS)
+    asked = intake.prepare(tenant="t", key="k", action="refund", arguments={"amount": "1000"})
+    assert (asked.approvals, asked.approval_window) == (2, 86400.0)
+    free = intake.prepare(tenant="t", key="k", action="refund", arguments={"amount": "10"})
+    assert (free.approvals, free.approval_window) == (None, None)

@@ -1,0 +1,224 @@
+//! Approvals end to end: an intent its action's policy matches waits for people — no request
+//! reaches the receiver until enough distinct people approved it — then is delivered once; a
+//! rejected one is never sent; one nobody approved in time expires with a dead letter; a worker
+//! killed right after the last approval still delivers it once.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::broker::*;
+use crate::env::*;
+use crate::support::free_addr;
+
+/// Refunds of 1,000 or more need two people; amounts travel as decimal strings.
+fn policy(rx_url: &str, honours: &str, expires_after: &str) -> String {
+    config(
+        rx_url,
+        honours,
+        &format!(
+            r#"
+[actions.create_invoice.approval]
+when = {{ type = "object", required = ["amount"], properties = {{ amount = {{ decimalMinimum = "1000" }} }} }}
+approvals = 2
+expires_after = "{expires_after}"
+"#
+        ),
+    )
+}
+
+/// Requests the receiver saw under `key` (every one: it does not deduplicate here).
+fn requests(rx: &oncebox_receiver::Receiver, key: &str) -> usize {
+    rx.seen().iter().filter(|s| s.key.ends_with(key)).count()
+}
+
+/// `oncebox ops approve KEY` as `actor`: its exit code, the intent and stderr.
+fn approve(env: &Env, key: &str, actor: &str) -> (i32, Value, String) {
+    ops(
+        env,
+        &[
+            "approve",
+            key,
+            "--actor",
+            actor,
+            "--reason",
+            &format!("checked by {actor}"),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
+    let rx = receiver(false).await;
+    let env = Env::new("approve", &policy(&rx.url(), "key", "24h")).await;
+    env.intent("big", json!({"amount": "5000.00"})).await;
+    env.intent("small", json!({"amount": "50"})).await;
+    assert_eq!(env.status_of("big").await, "awaiting_approval");
+    assert_eq!(env.status_of("small").await, "pending");
+    // Queued for the end of its window, a day away: out of every claim's reach until then.
+    let hours: f64 = env
+        .scalar(
+            "SELECT extract(epoch FROM available_at - now())::float8 / 3600 FROM oncebox.outbox \
+             WHERE phase = 'deliver' AND intent_id = \
+             (SELECT id FROM oncebox.intents WHERE idempotency_key = 'big')",
+        )
+        .await;
+    assert!(hours > 23.9, "queued {hours} h ahead");
+    let metrics = free_addr();
+    let worker = env.worker_with("w", &[], "5s", &["--metrics-addr", &metrics]);
+    env.wait_status("small", "succeeded").await;
+    // The gauges count it, and how long it has waited.
+    let series = r#"oncebox_intents_waiting{status="awaiting_approval"}"#;
+    env.wait_until(Duration::from_secs(30), series, || async {
+        metric(&scrape(&metrics).await, series) == Some(1.0)
+    })
+    .await;
+    let age = r#"oncebox_oldest_waiting_age_seconds{status="awaiting_approval"}"#;
+    assert!(metric(&scrape(&metrics).await, age).is_some_and(|s| s >= 0.0));
+
+    // The first approval: still waiting; the same person again counts for nothing.
+    let (code, intent, err) = approve(&env, "big", "ana");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(intent["status"], "awaiting_approval");
+    let (code, _, err) = approve(&env, "big", "ana");
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("already approved") && err.contains("one person counts once"),
+        "{err}"
+    );
+    // The worker has claimed past it (a later intent was delivered); nothing was sent for it.
+    env.intent("small-2", json!({"amount": "60"})).await;
+    env.wait_status("small-2", "succeeded").await;
+    assert_eq!(requests(&rx, "big"), 0, "sent before its second approval");
+
+    let (code, intent, err) = approve(&env, "big", "bo");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(intent["status"], "pending");
+    env.wait_status("big", "succeeded").await;
+    env.wait_until(
+        Duration::from_secs(30),
+        "the gauge back to none",
+        || async { metric(&scrape(&metrics).await, series).is_none_or(|n| n == 0.0) },
+    )
+    .await;
+    assert!(worker.stop().await.success());
+    assert_eq!(requests(&rx, "big"), 1, "exactly one request once approved");
+    assert_eq!(rx.effects().get("big"), Some(&1));
+
+    // The audit log names both people, with their reasons.
+    let (code, audit, err) = ops(&env, &["audit", "--key", "big"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = audit.as_array().expect("rows");
+    let decided: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["actor"].as_str().unwrap_or(""),
+                r["action"].as_str().unwrap_or(""),
+                r["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("bo", "approve", "checked by bo"),
+            ("ana", "approve", "checked by ana")
+        ]
+    );
+    // Once released, it cannot be approved again.
+    let (code, _, err) = approve(&env, "big", "cy");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("is succeeded"), "{err}");
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_rejected_intent_is_final_and_never_sent() {
+    let rx = receiver(false).await;
+    let env = Env::new("reject", &policy(&rx.url(), "key", "24h")).await;
+    env.intent("no", json!({"amount": "1000"})).await;
+    assert_eq!(env.status_of("no").await, "awaiting_approval");
+    let (code, _, err) = ops(&env, &["reject", "no"]);
+    assert_ne!(code, 0, "a rejection needs a reason");
+    assert!(err.contains("--reason"), "{err}");
+    let (code, intent, err) = ops(&env, &["reject", "no", "--reason", "not this customer"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(intent["status"], "rejected");
+    assert!(intent["completed_at"].is_string());
+    let (code, _, err) = approve(&env, "no", "bo");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("is rejected"), "{err}");
+    let worker = env.worker("w", &[], "5s");
+    env.intent("later", json!({"amount": "1"})).await;
+    env.wait_status("later", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(requests(&rx, "no"), 0, "a rejected intent is never sent");
+    assert_eq!(
+        env.count("SELECT count(*) FROM oncebox.outbox").await,
+        0,
+        "no work left for it"
+    );
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn an_approval_nobody_makes_expires_with_a_dead_letter() {
+    let _one_at_a_time = AMQP.lock().await;
+    let rx = receiver(false).await;
+    let env = Env::new("unapproved", &policy(&rx.url(), "key", "1s")).await;
+    env.intent("late", json!({"amount": "2500"})).await;
+    let (worker, exchange) = dead_letter_worker(&env, "w", "5s");
+    env.wait_status("late", "expired").await;
+    wait_dead_letters_published(&env, Duration::from_secs(20)).await;
+    assert!(worker.stop().await.success());
+    assert_eq!(reports(&env, "late").await, ["expired"]);
+    let letters = drain_queue(&format!("{exchange}.expired")).await;
+    assert_eq!(letters.len(), 1, "one dead letter: {letters:?}");
+    assert_eq!(letters[0].1["status"], "expired");
+    let (code, _, err) = approve(&env, "late", "ana");
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(requests(&rx, "late"), 0, "never sent");
+    delete_exchange(&exchange).await;
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_worker_killed_right_after_the_last_approval_still_delivers_once() {
+    let rx = receiver(true).await;
+    let env = Env::new("approve-kill", &policy(&rx.url(), "key", "24h")).await;
+    for i in 0..20 {
+        env.intent(format!("r{i}"), json!({"amount": "1500"})).await;
+    }
+    let mut worker = env.worker("w1", &[], "5s");
+    for i in 0..20 {
+        let (code, _, err) = approve(&env, &format!("r{i}"), "ana");
+        assert_eq!(code, 0, "{err}");
+    }
+    for i in 0..20 {
+        let (code, intent, err) = approve(&env, &format!("r{i}"), "bo");
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(intent["status"], "pending");
+    }
+    // SIGKILL the moment the last approval is committed: whatever it held, a second worker
+    // takes over when its lease runs out.
+    worker.kill().await;
+    let held = env.held_by("w1").await;
+    let second = env.worker("w2", &[], "5s");
+    env.wait_count(
+        "SELECT count(*) FROM oncebox.intents WHERE status = 'succeeded'",
+        20,
+    )
+    .await;
+    assert!(second.stop().await.success());
+    let effects = rx.effects();
+    for i in 0..20 {
+        assert_eq!(effects.get(&format!("r{i}")), Some(&1), "r{i}");
+    }
+    let sent = rx.seen().len();
+    assert!(
+        sent as i64 <= 20 + held,
+        "{sent} requests: at most one more for each of the {held} the killed worker held"
+    );
+    env.drop_db().await;
+}
