@@ -204,12 +204,10 @@ fn help_is_there_for_every_subcommand() {
         .output()
         .expect("run");
     let text = String::from_utf8_lossy(&ops.stdout);
-    let summary: Vec<&str> = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .collect();
+    // The summary is the first paragraph (clap wraps it to the terminal's width).
+    let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).collect();
+    let first = first.join(" ");
+    let summary: Vec<&str> = first.split(|c: char| !c.is_ascii_alphanumeric()).collect();
     let commands = subcommands(BIN, &["ops"]);
     assert!(commands.len() >= 8, "{text}");
     for sub in commands {

@@ -28,8 +28,7 @@ REDACTION_KEYS = "k1:" + "s" * 32
 
 def config_toml(receiver: str = "http://127.0.0.1:9/invoices") -> str:
     """The tests' configuration: an honest destination, one that redacts, one that never
-    re-sends (an unknown outcome there needs a person), and refunds of 1,000 or more that wait
-    for two people to approve them."""
+    re-sends (an unknown outcome there needs a person)."""
     return f"""
 [actions.create_invoice]
 destination = "billing"
@@ -52,16 +51,6 @@ type = "object"
 required = ["amount"]
 properties.amount = {{ type = "string", pattern = "^[0-9]+[.][0-9]{{2}}$" }}
 
-[actions.refund]
-destination = "billing"
-tool = {{ description = "Refund an order, once. Large refunds wait for two people." }}
-[actions.refund.approval]
-approvals = 2
-[actions.refund.approval.when]
-type = "object"
-required = ["amount"]
-properties.amount = {{ decimalMinimum = "1000" }}
-
 [destinations.billing]
 kind = "http"
 url = "{receiver}"
@@ -74,6 +63,27 @@ url = "{receiver}"
 idempotency = "none"
 timeout = "2s"
 """
+
+
+#: An action whose refunds of 1,000 or more wait for two people (appended to a test's
+#: configuration by ``with_refund_policy``).
+REFUND_POLICY = """
+[actions.refund]
+destination = "billing"
+tool = { description = "Refund an order, once. Large refunds wait for two people." }
+[actions.refund.approval]
+approvals = 2
+[actions.refund.approval.when]
+type = "object"
+required = ["amount"]
+properties.amount = { decimalMinimum = "1000" }
+"""
+
+
+def with_refund_policy(config: Path) -> Path:
+    """``config`` with the ``refund`` action of ``REFUND_POLICY`` added to it."""
+    config.write_text(config.read_text() + REFUND_POLICY)
+    return config
 
 
 @pytest.fixture(scope="session")

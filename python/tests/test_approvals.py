@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import oncebox
-from conftest import REDACTION_KEYS, Services
+from conftest import REDACTION_KEYS, Services, config_toml, with_refund_policy
 
 #: Amounts and whether a refund of them waits for people (1,000 or more, compared exactly).
 AMOUNTS: list[tuple[Any, oncebox.Status]] = [
@@ -46,7 +46,7 @@ def stored_status(db_url: str, key: str) -> str:
 
 
 def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Services) -> None:
-    config = services.config_file()
+    config = with_refund_policy(services.config_file())
     intake = oncebox.Intake(oncebox.Config.load(config), REDACTION_KEYS)
     api = services.serve()
     token = services.token("acme")
@@ -97,6 +97,7 @@ def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Service
 def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services) -> None:
     services.receiver()
     assert services.config is not None
+    with_refund_policy(services.config)
     via = oncebox.Database(
         services.db_url,
         tenant="acme",
@@ -134,9 +135,9 @@ def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services)
 
 
 def test_prepared_says_what_the_policy_asks(tmp_path: Path) -> None:
-    from conftest import config_toml
-
-    intake = oncebox.Intake(oncebox.Config.from_toml(config_toml()), REDACTION_KEYS)
+    (tmp_path / "c.toml").write_text(config_toml())
+    config = with_refund_policy(tmp_path / "c.toml")
+    intake = oncebox.Intake(oncebox.Config.load(config), REDACTION_KEYS)
     asked = intake.prepare(tenant="t", key="k", action="refund", arguments={"amount": "1000"})
     assert (asked.approvals, asked.approval_window) == (2, 86400.0)
     free = intake.prepare(tenant="t", key="k", action="refund", arguments={"amount": "10"})

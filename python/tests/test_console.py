@@ -205,11 +205,15 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     it; one person approves in the console, a second with the CLI; then the receiver sees
     exactly one request, and the audit names both people with their reasons."""
     import asyncio
+    import concurrent.futures
     import subprocess
 
+    from conftest import with_refund_policy
     from test_mcp import over_http, structured
 
     services.receiver()
+    assert services.config is not None
+    with_refund_policy(services.config)
     services.worker()
     base = services.serve()
     bot = services.token("acme", role="ops")  # the agent platform's token: it submits
@@ -222,16 +226,21 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     )
     ana = created.stdout.decode().strip()
 
-    async def ask(arguments: dict[str, str]) -> dict[str, object]:
+    async def call(arguments: dict[str, str]) -> dict[str, object]:
         async with over_http(base, bot) as mcp:
             return structured(await mcp.call_tool("refund", arguments))
 
-    answer = asyncio.run(ask({"order_id": "o-5000", "amount": "5000.00"}))
+    def ask(arguments: dict[str, str]) -> dict[str, object]:
+        # Playwright's sync API runs an event loop in this thread: the MCP client gets its own.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, call(arguments)).result()
+
+    answer = ask({"order_id": "o-5000", "amount": "5000.00"})
     assert answer["status"] == "awaiting_approval", answer
     assert "awaits approval" in str(answer["note"]), answer
     key = str(answer["idempotency_key"])
     # A small refund under the same policy goes straight through, past the waiting one.
-    small = asyncio.run(ask({"order_id": "o-50", "amount": "50.00"}))
+    small = ask({"order_id": "o-50", "amount": "50.00"})
     wait_for_status(services.db_url, str(small["idempotency_key"]), "succeeded")
     assert services.effects(key) == 0, "sent before anyone approved it"
 
@@ -267,6 +276,7 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     approve.locator("button[type=submit]").click()
     page.page.wait_for_url(f"**/console/intents/{key}?done=approve")
     assert "awaiting_approval" in page.page.inner_text("dl.facts"), "one of two approvals"
+    assert "1 of 2 approvals" in page.page.inner_text("section.decide")
     page.shot("10-intent-one-approval")
     context.close()
     assert services.effects(key) == 0, "sent after one approval of two"

@@ -90,7 +90,7 @@ def test_over_stdio_tools_match_the_config_and_a_call_is_delivered_once(
     async def main() -> None:
         async with over_stdio(services, "acme") as mcp:
             listed = {t.name: t for t in (await mcp.list_tools()).tools}
-            assert sorted(listed) == ["create_invoice", "get_intent", "pay_out", "refund"]
+            assert sorted(listed) == ["create_invoice", "get_intent", "pay_out"]
             invoice = listed["create_invoice"]
             assert invoice.description == "Create the invoice for an order, once."
             assert invoice.annotations is not None
@@ -270,7 +270,7 @@ def test_the_mcp_guide_stdio_configuration_runs(services: Services) -> None:
             await mcp.initialize()
             return sorted(t.name for t in (await mcp.list_tools()).tools)
 
-    assert asyncio.run(main()) == ["create_invoice", "get_intent", "pay_out", "refund"]
+    assert asyncio.run(main()) == ["create_invoice", "get_intent", "pay_out"]
 
 
 def gateway_pids(config: Path) -> list[int]:

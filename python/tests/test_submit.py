@@ -132,7 +132,7 @@ def test_bad_input_names_the_field_before_any_statement(
     cases: list[tuple[dict[str, Any], str]] = [
         ({"key": "has space"}, "idempotency_key"),
         ({"tenant": ""}, "tenant_id"),
-        ({"action": "unknown_action"}, "action"),
+        ({"action": "refund"}, "action"),
         ({"arguments": {"amount": 2**60}}, "arguments/amount"),
         ({"arguments": ["not", "an", "object"]}, "arguments"),
         ({"arguments": {"memo": "nul\x00"}}, "arguments/memo"),

@@ -1,5 +1,7 @@
 //! `oncebox-bench intake`: the library submit against the raw two-insert transaction, run
-//! in-process and by pgbench, in alternating rounds.
+//! in-process and by pgbench, in alternating rounds; and the same submit for an action with an
+//! approval policy whose condition the arguments do not match (the policy's cost when it does
+//! not ask).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -35,16 +37,24 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
     sqlx::raw_sql(crate::baseline::SETUP).execute(&pool).await?;
     let intake = Intake::from_actions([("create_invoice".to_owned(), vec![])], None)
         .context("the benchmark's action hashes nothing")?;
+    let with_policy = Intake::new(
+        &oncebox_core::config::Config::from_toml(POLICY).context("the policy's config")?,
+        None,
+    )
+    .context("the benchmark's action hashes nothing")?;
     let scripts = Scripts::new(a.baseline.baseline_dir.as_deref())?;
     let pgbench_script = scripts.get("intake.sql").filter(|_| pgbench_available());
     let secs = Duration::from_secs(a.seconds);
     let clients = a.clients as usize;
 
-    let (mut ours, mut notified, mut raw, mut pg) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut notified, mut raw, mut pg, mut policy) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..a.rounds as usize {
         reset(&pool).await?;
         ours.push(measure(&pool, Load::Oncebox(intake.clone()), clients, secs, round).await?);
+        reset(&pool).await?;
+        let load = Load::Oncebox(with_policy.clone());
+        policy.push(measure(&pool, load, clients, secs, round).await?);
         if !a.skip_notify_case {
             reset(&pool).await?;
             let waiter = WaitingWorker::start(&pool).await?;
@@ -61,9 +71,10 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
         }
         if !json {
             eprintln!(
-                "round {}: oncebox {:.0}/s{}, raw SQL {:.0}/s{}",
+                "round {}: oncebox {:.0}/s ({:.0}/s with an approval policy){}, raw SQL {:.0}/s{}",
                 round + 1,
                 ours[round].per_second,
+                policy[round].per_second,
                 notified.get(round).map_or(String::new(), |f| format!(
                     " ({:.0}/s with a worker waiting)",
                     f.per_second
@@ -81,6 +92,7 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
         notified,
         raw,
         pg,
+        policy,
     };
     if json {
         println!("{}", rounds.json(a));
@@ -90,12 +102,30 @@ async fn intake_rounds(a: &IntakeArgs, scratch: &ScratchDb, json: bool) -> anyho
     Ok(())
 }
 
+/// An action whose approval policy asks only for refunds of 100,000 or more: the benchmark's
+/// arguments (12,500.00) are matched against it and pass without waiting.
+const POLICY: &str = r#"
+[actions.create_invoice]
+destination = "billing"
+[actions.create_invoice.approval.when]
+type = "object"
+required = ["amount"]
+properties.amount = { decimalMinimum = "100000" }
+
+[destinations.billing]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "key"
+"#;
+
 /// Every round's figures, by case.
 struct Rounds {
     ours: Vec<Figure>,
     notified: Vec<Figure>,
     raw: Vec<Figure>,
     pg: Vec<Figure>,
+    /// The action with an approval policy that does not ask.
+    policy: Vec<Figure>,
 }
 
 impl Rounds {
@@ -116,8 +146,11 @@ impl Rounds {
             "ratio_to_raw_sql": ours_m.per_second / raw_m.per_second,
             "ratio_to_pgbench": pg_m.map(|p| ours_m.per_second / p.per_second),
             "ratio_worker_waiting_to_raw_sql": notified_m.map(|n| n.per_second / raw_m.per_second),
+            "oncebox_approval_policy": median(&self.policy),
+            "ratio_approval_policy_to_oncebox": median(&self.policy).per_second / ours_m.per_second,
             "rounds_detail": {"oncebox": self.ours, "oncebox_worker_waiting": self.notified,
-                              "raw_sql": self.raw, "pgbench": self.pg},
+                              "raw_sql": self.raw, "pgbench": self.pg,
+                              "oncebox_approval_policy": self.policy},
         })
     }
 
@@ -125,7 +158,11 @@ impl Rounds {
         let (ours_m, notified_m, raw_m, pg_m) = self.medians();
         let ratio_raw = ours_m.per_second / raw_m.per_second;
         let ratio_pg = pg_m.map(|p| ours_m.per_second / p.per_second);
-        let mut rows = vec![("oncebox submit, no worker waiting (no NOTIFY)", ours_m)];
+        let policy = median(&self.policy);
+        let mut rows = vec![
+            ("oncebox submit, no worker waiting (no NOTIFY)", ours_m),
+            ("oncebox submit, approval policy not asking", policy),
+        ];
         if let Some(n) = notified_m {
             rows.push(("oncebox submit, a worker waiting (NOTIFY)", n));
         }
@@ -142,6 +179,10 @@ impl Rounds {
             &rows,
         );
         println!("  ratio oncebox / raw SQL:  {ratio_raw:.2}");
+        println!(
+            "  ratio with an approval policy / without:  {:.2}",
+            policy.per_second / ours_m.per_second
+        );
         if let Some(n) = &notified_m {
             println!(
                 "  ratio with a worker waiting / raw SQL:  {:.2}",

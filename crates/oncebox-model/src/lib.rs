@@ -3,8 +3,9 @@
 //! deadline) and their outbox rows; workers that claim (a lease with a new epoch), mark the row
 //! dispatched, send, renew their lease, record, look effects up, stop (giving the lease back) and
 //! crash at any step, or run slow until their lease expires; a network that loses requests and answers; destinations that honour keys, that can be
-//! looked up after a consistency window, and that do neither; and operators who retry, resolve
-//! and cancel.
+//! looked up after a consistency window, and that do neither; operators who retry, resolve
+//! and cancel; and people who approve or reject an intent its action's approval policy holds,
+//! racing the workers and the end of its approval window.
 //!
 //! Where the real code decides, the model calls it: the journal's transition and operator tables
 //! ([`Status::transition`], [`Status::operator_transition`]), what a claimed row needs
@@ -44,6 +45,8 @@ pub enum Variant {
     /// A lookup that finds nothing always looks again, even past the consistency window: an
     /// intent whose request was lost is never re-issued.
     NeverReissue,
+    /// An intent awaiting approval is released one approval short of what its policy asks.
+    OneApproverShort,
 }
 
 /// One intent of the model: its destination's idempotency mode, its ordering lane and whether
@@ -56,6 +59,8 @@ pub struct IntentSpec {
     pub lane: Option<u8>,
     /// Whether it has a deadline (which may pass at any moment before it is settled).
     pub deadline: bool,
+    /// How many distinct people its action's approval policy asks to approve it (0: none).
+    pub approvals: u8,
 }
 
 impl IntentSpec {
@@ -65,6 +70,7 @@ impl IntentSpec {
             mode,
             lane: None,
             deadline: false,
+            approvals: 0,
         }
     }
 
@@ -74,6 +80,7 @@ impl IntentSpec {
             mode,
             lane: Some(lane),
             deadline: false,
+            approvals: 0,
         }
     }
 
@@ -83,6 +90,11 @@ impl IntentSpec {
             deadline: true,
             ..self
         }
+    }
+
+    /// The same intent, held for `approvals` distinct people to approve it.
+    pub const fn needing(self, approvals: u8) -> IntentSpec {
+        IntentSpec { approvals, ..self }
     }
 }
 
@@ -296,6 +308,12 @@ pub struct State {
     pub operator_on_owned: bool,
     /// A destination executed a request for an intent already cancelled.
     pub effect_after_cancel: bool,
+    /// The people who approved each intent, one bit each (person 0 submitted every intent).
+    pub approved: Vec<u8>,
+    /// Whether each intent's approval window has closed.
+    pub approval_closed: Vec<bool>,
+    /// A request was sent for an intent whose policy asks for more approvals than it has.
+    pub sent_unapproved: bool,
 }
 
 /// One step of the system.
@@ -336,14 +354,28 @@ pub enum Action {
     /// An operator decides intent `i`: moves it to this status (`oncebox ops retry`, `resolve`,
     /// `cancel`), as the operator table allows.
     Decide(usize, Status),
+    /// Person `p` approves intent `i`, awaiting approval (person 0 submitted it).
+    Approve(usize, u8),
+    /// A person rejects intent `i`, awaiting approval.
+    Reject(usize),
+    /// Intent `i`'s approval window closes.
+    ApprovalCloses(usize),
 }
+
+/// People who may try to approve an intent; person 0 submitted it.
+pub const PEOPLE: u8 = 3;
 
 impl Action {
     /// Whether the action is a fault or a person's choice, not something the system does by
     /// itself: the liveness property asks where the system gets without them.
     fn is_fault_or_choice(self, state: &State) -> bool {
         match self {
-            Action::Crash(_) | Action::Release(_) | Action::Lose(_) | Action::Decide(..) => true,
+            Action::Crash(_)
+            | Action::Release(_)
+            | Action::Lose(_)
+            | Action::Decide(..)
+            | Action::Approve(..)
+            | Action::Reject(_) => true,
             Action::Expire(i) => holder_alive(state, i),
             _ => false,
         }
@@ -425,6 +457,25 @@ impl Protocol {
             losses: 1,
             expiries: 1,
             decisions: 1,
+            ..Protocol::small(variant)
+        }
+    }
+
+    /// People approving, rejecting, or leaving intents to expire, racing two workers: an intent
+    /// alone needing two approvals (to a destination that does neither, so a second request
+    /// would show), a lane's head needing one and the intent behind it; one crash and one lost
+    /// message.
+    pub fn with_approvals(variant: Variant) -> Protocol {
+        Protocol {
+            workers: 2,
+            intents: vec![
+                IntentSpec::alone(IdempotencyMode::None).needing(2),
+                IntentSpec::in_lane(IdempotencyMode::Key, 0).needing(1),
+                IntentSpec::in_lane(IdempotencyMode::Key, 0),
+            ],
+            crashes: 1,
+            losses: 1,
+            early_looks: 0,
             ..Protocol::small(variant)
         }
     }
@@ -605,6 +656,45 @@ impl Protocol {
         };
     }
 
+    /// Distinct people other than the submitter who approved intent `i`.
+    fn approvers(state: &State, i: usize) -> u8 {
+        (state.approved[i] & !1).count_ones() as u8
+    }
+
+    /// Whether a person may approve or reject intent `i` now, as the store checks it: it awaits
+    /// approval, its window is open and no worker holds its row (a worker holds it only to
+    /// expire it).
+    fn decidable(state: &State, i: usize) -> bool {
+        state.journal[i] == Status::AwaitingApproval
+            && !state.approval_closed[i]
+            && state.outbox[i]
+                .as_ref()
+                .is_some_and(|row| row.owner.is_none() && !row.leased)
+    }
+
+    /// Person `p` approves intent `i` (`oncebox_store::approvals::approve`): the submitter is
+    /// refused and each person counts once; the approval that completes what the policy asks
+    /// releases the intent to `pending` and queues its row afresh. The broken variant releases
+    /// it one approval short.
+    fn approve(&self, state: &mut State, i: usize, p: u8) {
+        if p == 0 || state.approved[i] & (1 << p) != 0 {
+            return; // refused: nothing is written
+        }
+        state.approved[i] |= 1 << p;
+        let needed = self.intents[i].approvals;
+        let needed = match self.variant {
+            Variant::OneApproverShort => needed.saturating_sub(1),
+            _ => needed,
+        };
+        if Self::approvers(state, i) >= needed {
+            Self::set_status(state, i, Status::Pending);
+            state.outbox[i] = Some(Row {
+                epoch: state.outbox[i].as_ref().map_or(0, |row| row.epoch),
+                ..Row::fresh()
+            });
+        }
+    }
+
     /// Worker `w` marks its row dispatched, fenced; a worker whose lease was lost drops its job
     /// and sends nothing.
     fn mark(&self, state: &mut State, w: usize) {
@@ -631,6 +721,7 @@ impl Protocol {
     fn claim(&self, state: &mut State, w: usize, i: usize) {
         let mode = self.mode(i);
         let deadline_passed = state.deadline_passed[i];
+        let awaiting = state.journal[i] == Status::AwaitingApproval;
         let Some(row) = state.outbox[i].as_mut() else {
             return;
         };
@@ -642,6 +733,8 @@ impl Protocol {
         // changes at its dispatch mark or its record.
         let (stage, status) = match row.phase {
             Phase::Reconcile => (Stage::ToLookUp, Some(Status::Reconciling)),
+            // Claimed only once its window closed: it expires, sending nothing.
+            Phase::Deliver if awaiting => (Stage::Skip(Status::Expired), None),
             Phase::Deliver => {
                 let stage = match protocol::claimed_row(row.dispatched, mode, deadline_passed) {
                     ClaimedRow::Send { mark }
@@ -869,6 +962,8 @@ impl Protocol {
             retries: job.retries,
         };
         insert(&mut state.network, request);
+        let needed = self.intents[job.intent].approvals;
+        state.sent_unapproved |= needed > 0 && Self::approvers(state, job.intent) < needed;
         state.window_passed[job.intent] = false;
         job.stage = Stage::Calling;
         state.workers[w] = Some(job);
@@ -963,8 +1058,12 @@ impl Model for Protocol {
 
     fn init_states(&self) -> Vec<State> {
         let n = self.intents.len();
+        let held = |spec: &IntentSpec| match spec.approvals {
+            0 => Status::Pending,
+            _ => Status::AwaitingApproval,
+        };
         vec![State {
-            journal: vec![Status::Pending; n],
+            journal: self.intents.iter().map(held).collect(),
             outbox: vec![Some(Row::fresh()); n],
             workers: vec![None; usize::from(self.workers)],
             network: Vec::new(),
@@ -987,6 +1086,9 @@ impl Model for Protocol {
             attempted: vec![false; n],
             operator_on_owned: false,
             effect_after_cancel: false,
+            approved: vec![0; n],
+            approval_closed: vec![false; n],
+            sent_unapproved: false,
         }]
     }
 
@@ -995,8 +1097,13 @@ impl Model for Protocol {
             match job {
                 None => {
                     for (i, row) in state.outbox.iter().enumerate() {
+                        // An intent awaiting approval is queued for its window's end.
+                        let queued = state.journal[i] != Status::AwaitingApproval
+                            || state.approval_closed[i];
                         let claimable = row.as_ref().is_some_and(|r| {
-                            !r.leased && (r.phase == Phase::Reconcile || self.lane_open(state, i))
+                            !r.leased
+                                && (r.phase == Phase::Reconcile
+                                    || (self.lane_open(state, i) && queued))
                         });
                         if claimable {
                             actions.push(Action::Claim(w, i));
@@ -1049,6 +1156,15 @@ impl Model for Protocol {
         for (i, spec) in self.intents.iter().enumerate() {
             if spec.deadline && !state.deadline_passed[i] && !state.journal[i].is_settled() {
                 actions.push(Action::DeadlinePasses(i));
+            }
+            if Self::decidable(state, i) {
+                // Every person tries, the submitter and those who approved already included:
+                // the store refuses them, and nothing moves.
+                actions.extend((0..PEOPLE).map(|p| Action::Approve(i, p)));
+                actions.push(Action::Reject(i));
+            }
+            if state.journal[i] == Status::AwaitingApproval && !state.approval_closed[i] {
+                actions.push(Action::ApprovalCloses(i));
             }
         }
     }
@@ -1109,6 +1225,12 @@ impl Model for Protocol {
             }
             Action::DeadlinePasses(i) => state.deadline_passed[i] = true,
             Action::WindowPasses(i) => state.window_passed[i] = true,
+            Action::Approve(i, p) => self.approve(&mut state, i, p),
+            Action::Reject(i) => {
+                Self::set_status(&mut state, i, Status::Rejected);
+                state.outbox[i] = None;
+            }
+            Action::ApprovalCloses(i) => state.approval_closed[i] = true,
         }
         // An answer no worker waits for any more (its job recorded, crashed or was fenced out;
         // a new job has a new epoch) can only be dropped: drop it now, one state fewer.
@@ -1145,6 +1267,10 @@ impl Model for Protocol {
             Property::always(
                 "a cancelled intent has no effect after its cancel",
                 |_, s: &State| !s.effect_after_cancel,
+            ),
+            Property::always(
+                "no request is sent for an intent whose approvals are incomplete",
+                |_, s: &State| !s.sent_unapproved,
             ),
             Property::always(
                 "every request carries its intent's one key",

@@ -49,6 +49,11 @@ fn the_protocol_holds_with_an_operator_deciding() {
     holds(Protocol::with_operator(Variant::Correct));
 }
 
+#[test]
+fn the_protocol_holds_with_people_approving() {
+    holds(Protocol::with_approvals(Variant::Correct));
+}
+
 /// `path` as one line per step: the action, then the journal, the requests and effects each
 /// destination received and the workers' jobs after it.
 fn trace(path: &stateright::Path<oncebox_model::State, oncebox_model::Action>) -> String {
@@ -136,5 +141,13 @@ fn without_the_dispatch_mark_a_destination_that_does_not_honour_keys_gets_a_seco
     finds(
         Protocol::slow_workers(Variant::NoDispatchMark),
         "a destination that does not is never sent a second request, unless a person retries",
+    );
+}
+
+#[test]
+fn releasing_an_intent_one_approver_short_sends_it_unapproved() {
+    finds(
+        Protocol::with_approvals(Variant::OneApproverShort),
+        "no request is sent for an intent whose approvals are incomplete",
     );
 }

@@ -1,6 +1,7 @@
 //! The model held against the real store: seeded random walks through the model's actions, each
 //! step run against Postgres through `oncebox-store` (claim, mark, renew, release, record, lease
-//! expiry, deadline, operator decisions — with the workers and leases the model chose), the
+//! expiry, deadline, operator decisions, people's approvals and rejections, approval windows
+//! closing — with the workers and leases the model chose), the
 //! journal and outbox compared with the model's state after every step, and every cancel the
 //! operator table would allow tried (and rolled back): the store must refuse where the model
 //! does. A divergence names the seed and the step;
@@ -12,7 +13,8 @@ use std::time::Duration;
 use oncebox_core::config::IdempotencyMode;
 use oncebox_core::{AttemptKind, NewIntent, Status};
 use oncebox_model::{Action, IntentSpec, Phase, Protocol, RowNext, State, Variant};
-use oncebox_store::ops::{self, Actor, Resolution};
+use oncebox_store::approvals;
+use oncebox_store::ops::{self, Actor, OpsError, Resolution};
 use oncebox_store::{Completion, Intake, Lease, Next, Report};
 use serde_json::json;
 use sqlx::PgPool;
@@ -40,19 +42,21 @@ impl Rng {
 }
 
 /// The walked model: two intents in one lane to a destination that honours keys (the first with
-/// a deadline), two in a lane to a destination that does neither, one alone to a lookup
-/// destination and one alone to a destination that does neither; looser bounds than the
-/// exhaustive check, since a walk visits few states.
+/// a deadline, the second held for one approval), two in a lane to a destination that does
+/// neither, one alone to a lookup destination, one alone to a destination that does neither and
+/// one alone held for two approvals; looser bounds than the exhaustive check, since a walk
+/// visits few states.
 fn protocol() -> Protocol {
     Protocol {
         workers: 2,
         intents: vec![
             IntentSpec::in_lane(IdempotencyMode::Key, 0).with_deadline(),
-            IntentSpec::in_lane(IdempotencyMode::Key, 0),
+            IntentSpec::in_lane(IdempotencyMode::Key, 0).needing(1),
             IntentSpec::in_lane(IdempotencyMode::None, 1),
             IntentSpec::in_lane(IdempotencyMode::None, 1),
             IntentSpec::alone(IdempotencyMode::Lookup),
             IntentSpec::alone(IdempotencyMode::None),
+            IntentSpec::alone(IdempotencyMode::Key).needing(2),
         ],
         crashes: 3,
         losses: 3,
@@ -65,14 +69,57 @@ fn protocol() -> Protocol {
 }
 
 /// The action an intent of `spec` is submitted as: one per destination (a lane is a tenant,
-/// destination and ordering key).
+/// destination and ordering key), and one more per approval policy.
 fn action_of(spec: &IntentSpec) -> &'static str {
-    match (spec.lane, spec.mode) {
-        (Some(0), _) => "lane0",
-        (Some(_), _) => "lane1",
-        (None, IdempotencyMode::Lookup) => "lookup",
-        (None, _) => "plain",
+    match (spec.lane, spec.mode, spec.approvals) {
+        (Some(0), _, 0) => "lane0",
+        (Some(0), _, _) => "lane0_held",
+        (Some(_), _, _) => "lane1",
+        (None, IdempotencyMode::Lookup, _) => "lookup",
+        (None, _, 0) => "plain",
+        (None, _, _) => "held",
     }
+}
+
+/// The walk's actions: each to the destination of its name (`lane0_held` to `lane0`, `held` to
+/// `plain`), the held ones with the approval policies of the walked intents.
+const CONFIG: &str = r#"
+[actions.lane0]
+destination = "lane0"
+[actions.lane0_held]
+destination = "lane0"
+approval = { approvals = 1 }
+[actions.lane1]
+destination = "lane1"
+[actions.lookup]
+destination = "lookup"
+[actions.plain]
+destination = "plain"
+[actions.held]
+destination = "plain"
+approval = { approvals = 2 }
+
+[destinations.lane0]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "key"
+[destinations.lane1]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "none"
+[destinations.lookup]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "key"
+[destinations.plain]
+kind = "http"
+url = "http://127.0.0.1:9/"
+idempotency = "none"
+"#;
+
+/// Person `p` of the model, as the store names an actor (person 0 submitted every intent).
+fn person(p: u8) -> Actor {
+    Actor::new(format!("person {p}"), "ops", "test")
 }
 
 fn worker(w: usize) -> String {
@@ -349,6 +396,45 @@ impl Walk<'_> {
                 tx.commit().await.expect("commit");
                 action
             }
+            Action::Approve(i, p) => {
+                let mut tx = self.pool.begin().await.expect("begin");
+                let store =
+                    approvals::approve(&mut tx, self.ids[i], &person(p), Some("walk")).await;
+                let model = self.model.next_state(&self.state, action).expect("a step");
+                // The model refuses the submitter and a second approval by one person: nothing
+                // of theirs is recorded.
+                let refused = model.approved[i] == self.state.approved[i];
+                match (&store, refused) {
+                    (Ok(_), false) | (Err(OpsError::Refused(_)), true) => {}
+                    (store, _) => self.fail(&format!(
+                        "{action:?}: the store {store:?}, the model {}",
+                        if refused { "refuses" } else { "records it" }
+                    )),
+                }
+                tx.commit().await.expect("commit");
+                action
+            }
+            Action::Reject(i) => {
+                let mut tx = self.pool.begin().await.expect("begin");
+                if let Err(e) = approvals::reject(&mut tx, self.ids[i], &person(1), "walk").await {
+                    self.fail(&format!("the store refused {action:?}: {e}"));
+                }
+                tx.commit().await.expect("commit");
+                action
+            }
+            Action::ApprovalCloses(i) => {
+                // The window's end is when its row was queued for, unless it is parked behind
+                // its lane's head.
+                self.sql(
+                    "WITH closed AS (UPDATE oncebox.intents \
+                       SET approval_expires_at = now() - interval '1 hour' WHERE id = $1) \
+                     UPDATE oncebox.outbox SET available_at = now() - interval '1 hour' \
+                     WHERE intent_id = $1 AND phase = 'deliver' AND available_at <> 'infinity'",
+                    self.ids[i],
+                )
+                .await;
+                action
+            }
             // The network, the destinations, time windows and lookups are the model's alone.
             Action::Send(_)
             | Action::Execute(_)
@@ -471,14 +557,11 @@ async fn walk(pool: &PgPool, seed: u64) -> usize {
     .await
     .expect("truncate");
     let model = protocol();
-    let intake = Intake::from_actions(
-        ["lane0", "lane1", "lookup", "plain"].map(|a| (a.to_owned(), vec![])),
-        None,
-    )
-    .expect("no rule hashes");
+    let config = oncebox_core::config::Config::from_toml(CONFIG).expect("the walk's config");
+    let intake = Intake::new(&config, None).expect("no rule hashes");
     let mut ids = Vec::new();
     for (i, spec) in model.intents.iter().enumerate() {
-        let mut tx = pool.begin().await.expect("begin");
+        let mut conn = pool.acquire().await.expect("connection");
         let intent = NewIntent {
             ordering_key: spec.lane.map(|l| format!("lane-{l}")),
             deadline: spec
@@ -486,8 +569,11 @@ async fn walk(pool: &PgPool, seed: u64) -> usize {
                 .then(|| std::time::SystemTime::now() + Duration::from_secs(86_400)),
             ..NewIntent::new("t", format!("k{i}"), action_of(spec), json!({"i": i}))
         };
-        let submitted = intake.submit(&mut tx, intent).await.expect("submit");
-        tx.commit().await.expect("commit");
+        let submitter = person(0).who;
+        let submitted = intake
+            .submit_alone_as(&mut conn, intent, &submitter)
+            .await
+            .expect("submit");
         ids.push(submitted.intent.id);
     }
     let mut base_epochs = Vec::new();

@@ -1,11 +1,11 @@
 -- Ops approve (the intent locked and checked by ops_approval_check.sql): $2 approves intent $1
 -- through $3 (the reason and the token's label go to the audit log). When that makes as many
--- approvals as the intent needs, it becomes pending and its deliver row is queued afresh: ready
--- now, or still parked behind its ordering lane's head. Afresh — deleted and inserted, not
--- updated — so that a claim whose snapshot predates this commit, and so still reads the intent
--- as awaiting approval, finds its row gone rather than taking it to expire it. Waiters on
--- channel $4 and waiting workers on channel $5 hear of it at commit. Returns the approvals
--- recorded and whether the intent was released.
+-- approvals as the intent needs, it becomes pending and its deliver row is queued afresh, with
+-- its fencing epoch: ready now, or still parked behind its ordering lane's head. Afresh —
+-- deleted and inserted, not updated — so that a claim whose snapshot predates this commit, and
+-- so still reads the intent as awaiting approval, finds its row gone rather than taking it to
+-- expire it. Waiters on channel $4 and waiting workers on channel $5 hear of it at commit.
+-- Returns the approvals recorded and whether the intent was released.
 WITH approval AS (
     INSERT INTO oncebox.approvals (intent_id, approver, via)
     VALUES ($1, $2, $3)
@@ -23,10 +23,10 @@ WITH approval AS (
 ), old AS (
     DELETE FROM oncebox.outbox o USING released
     WHERE o.intent_id = released.id AND o.phase = 'deliver'
-    RETURNING o.intent_id, o.tenant_id, o.arguments, o.available_at
+    RETURNING o.intent_id, o.tenant_id, o.arguments, o.available_at, o.epoch
 ), queued AS (
-    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, available_at)
-    SELECT intent_id, 'deliver'::oncebox.phase, tenant_id, arguments,
+    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, epoch, available_at)
+    SELECT intent_id, 'deliver'::oncebox.phase, tenant_id, arguments, epoch,
            CASE WHEN available_at = 'infinity' THEN 'infinity'::timestamptz ELSE now() END
     FROM old
     RETURNING available_at

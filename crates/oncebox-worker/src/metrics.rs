@@ -113,7 +113,12 @@ pub const LANES_BLOCKED: Def = Def {
 pub const BREAKER_STATES: [&str; 4] = ["closed", "open", "half_open", "disabled"];
 
 /// The statuses [`INTENTS_WAITING`] reports, each always present (0 when none wait).
-pub const WAITING_STATUSES: [&str; 3] = ["unknown", "reconciling", "needs_review"];
+pub const WAITING_STATUSES: [&str; 4] = [
+    "unknown",
+    "reconciling",
+    "needs_review",
+    "awaiting_approval",
+];
 
 /// Every metric a worker exports.
 pub const DEFINITIONS: &[Def] = &[

@@ -64,8 +64,8 @@ pub(crate) enum Command {
     Hash(hash::Args),
     Show(show::Args),
     Serve(serve::Args),
-    /// Ops: list, show, retry, resolve, cancel, audit, purge, stats, restored, token, destinations,
-    /// lanes.
+    /// Ops: list, show, approve, reject, retry, resolve, cancel, audit, purge, stats, restored,
+    /// token, destinations, lanes.
     #[command(subcommand)]
     Ops(ops::Command),
     Worker(worker::Args),

@@ -76,6 +76,16 @@ pub(super) async fn intent_page(
         Ok(both) => both,
         Err(e) => return internal(e),
     };
+    // Where its approvals stand, while it awaits them.
+    let standing = match i.status {
+        Status::AwaitingApproval => {
+            match oncebox_store::approvals::awaiting(&state.pool, tenant, Some(i.id), 1).await {
+                Ok(mut rows) => rows.pop(),
+                Err(e) => return internal(e),
+            }
+        }
+        _ => None,
+    };
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let response = i
         .response
@@ -95,7 +105,7 @@ pub(super) async fn intent_page(
         }
         // The decisions this status allows.
         @if i.status == Status::AwaitingApproval {
-            (approval(&i, s))
+            (approval(&i, s, standing.as_ref()))
         } @else {
             (decisions(&i, s))
         }
@@ -217,13 +227,26 @@ fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
     }
 }
 
-/// The forms of an intent awaiting approval: approve or reject it, with a reason.
-fn approval(i: &Intent, s: &Session) -> Markup {
+/// The forms of an intent awaiting approval: approve or reject it, with a reason; above them,
+/// where its approvals stand.
+fn approval(
+    i: &Intent,
+    s: &Session,
+    standing: Option<&oncebox_store::approvals::Awaiting>,
+) -> Markup {
     let action = |what: &str| format!("{}/{what}", intent_href(&i.idempotency_key));
     let csrf = html! { input type="hidden" name="csrf" value=(s.csrf); };
     html! {
         section.decide {
             h2 { "Approve or reject" }
+            @if let Some(a) = standing {
+                p.standing {
+                    b { (a.approvals) " of " (a.approvals_needed.unwrap_or(1)) " approvals" }
+                    @if let Some(t) = a.approval_expires_at {
+                        " · unapproved, it expires at " (html::time(t))
+                    }
+                }
+            }
             p.hint {
                 "Nothing has been sent. Approving records your approval; the last one it needs "
                 "sends it. Whoever submitted it may not approve it, and each person counts once."
