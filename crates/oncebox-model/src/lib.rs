@@ -1249,7 +1249,7 @@ impl Model for Protocol {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut all = vec![
             Property::always("fencing: a stale lease never writes", |_, s: &State| {
                 !s.stale_write
             }),
@@ -1302,32 +1302,40 @@ impl Model for Protocol {
                     })
                 },
             ),
-            Property::always(
-                "an ordering lane has at most one intent in flight",
-                |m: &Protocol, s: &State| {
-                    m.intents.iter().filter_map(|spec| spec.lane).all(|lane| {
-                        let in_flight = (0..m.intents.len())
-                            .filter(|i| m.intents[*i].lane == Some(lane) && in_flight(s, *i));
-                        in_flight.count() <= 1
-                    })
-                },
-            ),
-            Property::always(
-                "an ordering lane's effects happen in submit order",
-                |_, s: &State| !s.out_of_order,
-            ),
-            Property::always(
-                "liveness: once faults stop, every intent ends terminal, in needs_review or behind a lane head in it",
-                |m: &Protocol, s: &State| {
-                    m.can_progress(s)
-                        || (0..m.intents.len()).all(|i| {
-                            let st = s.journal[i];
-                            st.is_terminal()
-                                || st == Status::NeedsReview
-                                || (st == Status::Pending && !m.lane_open(s, i))
-                        })
-                },
-            ),
-        ]
+        ];
+        all.extend(lane_properties());
+        all
     }
+}
+
+/// The ordering lanes' properties and liveness.
+fn lane_properties() -> Vec<Property<Protocol>> {
+    vec![
+        Property::always(
+            "an ordering lane has at most one intent in flight",
+            |m: &Protocol, s: &State| {
+                m.intents.iter().filter_map(|spec| spec.lane).all(|lane| {
+                    let in_flight = (0..m.intents.len())
+                        .filter(|i| m.intents[*i].lane == Some(lane) && in_flight(s, *i));
+                    in_flight.count() <= 1
+                })
+            },
+        ),
+        Property::always(
+            "an ordering lane's effects happen in submit order",
+            |_, s: &State| !s.out_of_order,
+        ),
+        Property::always(
+            "liveness: once faults stop, every intent ends terminal, in needs_review or behind a lane head in it",
+            |m: &Protocol, s: &State| {
+                m.can_progress(s)
+                    || (0..m.intents.len()).all(|i| {
+                        let st = s.journal[i];
+                        st.is_terminal()
+                            || st == Status::NeedsReview
+                            || (st == Status::Pending && !m.lane_open(s, i))
+                    })
+            },
+        ),
+    ]
 }

@@ -76,15 +76,9 @@ pub(super) async fn intent_page(
         Ok(both) => both,
         Err(e) => return internal(e),
     };
-    // Where its approvals stand, while it awaits them.
-    let standing = match i.status {
-        Status::AwaitingApproval => {
-            match oncebox_store::approvals::awaiting(&state.pool, tenant, Some(i.id), 1).await {
-                Ok(mut rows) => rows.pop(),
-                Err(e) => return internal(e),
-            }
-        }
-        _ => None,
+    let standing = match standing(state, &i).await {
+        Ok(standing) => standing,
+        Err(e) => return internal(e),
     };
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let response = i
@@ -121,6 +115,18 @@ pub(super) async fn intent_page(
             body,
         ),
     )
+}
+
+/// Where the approvals of `i` stand, while it awaits them.
+async fn standing(
+    state: &AppState,
+    i: &Intent,
+) -> Result<Option<oncebox_store::approvals::Awaiting>, sqlx::Error> {
+    if i.status != Status::AwaitingApproval {
+        return Ok(None);
+    }
+    let rows = oncebox_store::approvals::awaiting(&state.pool, &i.tenant_id, Some(i.id), 1).await?;
+    Ok(rows.into_iter().next())
 }
 
 /// An intent's facts.
