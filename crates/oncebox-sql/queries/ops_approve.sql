@@ -5,7 +5,7 @@
 -- deleted and inserted, not updated — so that a claim whose snapshot predates this commit, and
 -- so still reads the intent as awaiting approval, finds its row gone rather than taking it to
 -- expire it. Waiters on channel $4 and waiting workers on channel $5 hear of it at commit.
--- Returns the approvals recorded and whether the intent was released.
+-- Returns the approvals recorded (the caller reads the intent's status again).
 WITH approval AS (
     INSERT INTO oncebox.approvals (intent_id, approver, via)
     VALUES ($1, $2, $3)
@@ -31,7 +31,7 @@ WITH approval AS (
     FROM old
     RETURNING available_at
 )
-SELECT c.approvals, EXISTS (SELECT 1 FROM released) AS released
+SELECT c.approvals
 FROM counted c
 CROSS JOIN (SELECT pg_notify($4, '')) waiters
 LEFT JOIN LATERAL (SELECT pg_notify($5, 'deliver') FROM queued

@@ -144,7 +144,7 @@ pub async fn approve(
             actor.who, c.approvals
         )));
     }
-    let (approvals, _released): (i64, bool) = sqlx::query_as(sql::OPS_APPROVE)
+    let approvals: i64 = sqlx::query_scalar(sql::OPS_APPROVE)
         .bind(id)
         .bind(&actor.who)
         .bind(&actor.via)
