@@ -37,12 +37,20 @@ def ops(services: Services, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def stored_status(db_url: str, key: str) -> str:
+    """The intent's status, checked against its outbox rows: one waiting for approval has an
+    `ask` row (its "approval requested" message) beside its deliver row, any other none."""
     with psycopg.connect(db_url) as conn:
         row = conn.execute(
-            "SELECT status::text FROM oncebox.intents WHERE idempotency_key = %s", (key,)
+            "SELECT i.status::text, array_agg(o.phase::text ORDER BY o.phase) "
+            "FROM oncebox.intents i JOIN oncebox.outbox o ON o.intent_id = i.id "
+            "WHERE i.idempotency_key = %s GROUP BY i.status",
+            (key,),
         ).fetchone()
         assert row is not None, key
-        return str(row[0])
+        status, phases = str(row[0]), list(row[1])
+        waits = status == "awaiting_approval"
+        assert phases == (["deliver", "ask"] if waits else ["deliver"]), (key, phases)
+        return status
 
 
 def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Services) -> None:

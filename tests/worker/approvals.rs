@@ -222,3 +222,185 @@ async fn a_worker_killed_right_after_the_last_approval_still_delivers_once() {
     );
     env.drop_db().await;
 }
+
+/// An approval policy's notify destination as a test sees it: every request it got (headers
+/// and body, in order), answered 503 for the first `refuse` of them and 200 after.
+struct Hook {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, axum::body::Bytes)>>>,
+}
+
+impl Hook {
+    async fn start(refuse: usize) -> Hook {
+        use axum::http::StatusCode;
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<_>>> = std::sync::Arc::default();
+        let kept = seen.clone();
+        let app = axum::Router::new().route(
+            "/approvals",
+            axum::routing::post(
+                move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                    let kept = kept.clone();
+                    async move {
+                        let mut seen = kept.lock().expect("hook");
+                        seen.push((headers, body));
+                        if seen.len() <= refuse {
+                            StatusCode::SERVICE_UNAVAILABLE
+                        } else {
+                            StatusCode::OK
+                        }
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/approvals", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hook { url, seen }
+    }
+
+    /// The requests so far: (Idempotency-Key, body as JSON, the whole request).
+    fn requests(&self) -> Vec<(String, Value, (axum::http::HeaderMap, axum::body::Bytes))> {
+        self.seen
+            .lock()
+            .expect("hook")
+            .iter()
+            .map(|(h, b)| {
+                let key = h
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                let body = serde_json::from_slice(b).unwrap_or(Value::Null);
+                (key, body, (h.clone(), b.clone()))
+            })
+            .collect()
+    }
+}
+
+/// 32 bytes of `a`, as a Standard Webhooks secret.
+const HOOK_SECRET: &str = "whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=";
+
+#[tokio::test]
+async fn each_waiting_intent_is_announced_once_signed_with_its_key_and_link() {
+    let rx = receiver(false).await;
+    let hook = Hook::start(1).await;
+    let text = format!(
+        r#"
+[actions.create_invoice]
+destination = "billing"
+redact = [{{ pointer = "/card", mode = "hash" }}]
+
+[actions.create_invoice.approval]
+when = {{ type = "object", required = ["amount"], properties = {{ amount = {{ decimalMinimum = "1000" }} }} }}
+approvals = 2
+notify = "approvals"
+
+[destinations.billing]
+kind = "http"
+url = "{rx}"
+idempotency = "key"
+timeout = "1s"
+reference_pointer = "/id"
+
+[destinations.approvals]
+kind = "http"
+url = "{hook}"
+idempotency = "key"
+timeout = "1s"
+signing = {{ secrets = ["{HOOK_SECRET}"] }}
+"#,
+        rx = rx.url(),
+        hook = hook.url,
+    );
+    let env = Env::new("announce", &text).await;
+    let card = "4111111111111111";
+    env.intent("big/1", json!({"amount": "5000.00", "card": card}))
+        .await;
+    env.intent("small", json!({"amount": "50"})).await;
+    env.intent("no", json!({"amount": "2000"})).await;
+    // Each intent that waits has its ask row beside the deliver row; a rejection removes it.
+    assert_eq!(
+        env.count("SELECT count(*) FROM oncebox.outbox WHERE phase = 'ask'")
+            .await,
+        2
+    );
+    let (code, _, err) = ops(&env, &["reject", "no", "--reason", "not ours"]);
+    assert_eq!(code, 0, "{err}");
+
+    let worker = env.worker(
+        "w",
+        &[("ONCEBOX_CONSOLE_URL", "https://ops.example/")],
+        "5s",
+    );
+    env.wait_status("small", "succeeded").await;
+    let asks = "SELECT count(*) FROM oncebox.outbox WHERE phase = 'ask'";
+    env.wait_until(Duration::from_secs(30), "no ask row left", || async {
+        env.count(asks).await == 0
+    })
+    .await;
+    // Refused once (503), taken the second time: two requests, one message, one key.
+    let asked = hook.requests();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    let (key, body, (headers, bytes)) = &asked[1];
+    assert_eq!(key, "approval:big/1");
+    assert_eq!(asked[0].2.1, *bytes, "a retry sends the same bytes");
+    assert_eq!(body["type"], "approval_requested");
+    assert_eq!(body["idempotency_key"], "big/1");
+    assert_eq!(body["action"], "create_invoice");
+    assert_eq!(body["approvals_needed"], 2);
+    assert_eq!(body["arguments"]["amount"], "5000.00");
+    assert!(
+        !String::from_utf8_lossy(bytes).contains(card),
+        "the message carries the redacted arguments: {body}"
+    );
+    assert_eq!(
+        body["console_url"],
+        "https://ops.example/console/intents/big%2F1"
+    );
+    let summary = body["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.starts_with("create_invoice big/1 awaits 2 approvals before 20"),
+        "{summary}"
+    );
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(
+        header("x-oncebox-action"),
+        Some("oncebox.approval_requested")
+    );
+    assert_eq!(
+        asked[0].2.0.get("webhook-id"),
+        headers.get("webhook-id"),
+        "the same webhook-id on a retry"
+    );
+    let signer = oncebox_inbox::webhook::Signer::new(&[HOOK_SECRET]).expect("secret");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    oncebox_inbox::webhook::verify(
+        &signer.verifying_keys(),
+        header("webhook-id"),
+        header("webhook-timestamp"),
+        header("webhook-signature"),
+        bytes,
+        now,
+        300,
+    )
+    .expect("signed as the destination signs deliveries");
+    // Nothing reached the receiver that executes refunds.
+    assert_eq!(requests(&rx, "big/1"), 0);
+    assert_eq!(requests(&rx, "no"), 0);
+
+    // Approved: delivered once; nobody is asked again.
+    for person in ["ana", "bo"] {
+        let (code, _, err) = approve(&env, "big/1", person);
+        assert_eq!(code, 0, "{err}");
+    }
+    env.wait_status("big/1", "succeeded").await;
+    assert!(worker.stop().await.success());
+    assert_eq!(requests(&rx, "big/1"), 1);
+    assert_eq!(hook.requests().len(), 2);
+    env.drop_db().await;
+}

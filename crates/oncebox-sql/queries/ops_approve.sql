@@ -4,7 +4,7 @@
 -- its fencing epoch: ready now, or still parked behind its ordering lane's head. Afresh —
 -- deleted and inserted, not updated — so that a claim whose snapshot predates this commit, and
 -- so still reads the intent as awaiting approval, finds its row gone rather than taking it to
--- expire it. Waiters on channel $4 and waiting workers on channel $5 hear of it at commit.
+-- expire it. An approval request still unsent is dropped. Waiters on channel $4 and waiting workers on channel $5 hear of it at commit.
 -- Returns the approvals recorded (the caller reads the intent's status again).
 WITH approval AS (
     INSERT INTO oncebox.approvals (intent_id, approver, via)
@@ -24,6 +24,9 @@ WITH approval AS (
     DELETE FROM oncebox.outbox o USING released
     WHERE o.intent_id = released.id AND o.phase = 'deliver'
     RETURNING o.intent_id, o.tenant_id, o.arguments, o.available_at, o.epoch
+), unasked AS (
+    DELETE FROM oncebox.outbox o USING released
+    WHERE o.intent_id = released.id AND o.phase = 'ask'
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, epoch, available_at)
     SELECT intent_id, 'deliver'::oncebox.phase, tenant_id, arguments, epoch,

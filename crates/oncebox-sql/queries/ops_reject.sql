@@ -1,6 +1,7 @@
 -- Ops reject (the intent locked and checked by ops_approval_check.sql): intent $1 ends
 -- rejected — a terminal status; its ordering lane, if any, moves on — and its deliver row is
--- removed: nothing is ever sent. Waiters on channel $2 hear of it at commit.
+-- removed, with its approval request if still unsent: nothing is ever sent. Waiters on
+-- channel $2 hear of it at commit.
 WITH intent AS (
     UPDATE oncebox.intents
     SET status = 'rejected', updated_at = now(), completed_at = now()
@@ -8,6 +9,6 @@ WITH intent AS (
     RETURNING id
 ), removed AS (
     DELETE FROM oncebox.outbox o USING intent
-    WHERE o.intent_id = intent.id AND o.phase = 'deliver'
+    WHERE o.intent_id = intent.id AND o.phase IN ('deliver', 'ask')
 )
 SELECT pg_notify($2, '')

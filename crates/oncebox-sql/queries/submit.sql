@@ -9,8 +9,9 @@
 -- (oncebox.waiting_workers), it is woken with NOTIFY on the channel named by the fifteenth,
 -- delivered at commit (never on rollback). An intent that needs approval is written
 -- awaiting_approval, and its deliver row is queued for the end of that window (or the deadline,
--- when earlier), when a worker expires it unless the approvals came first (ops_approve.sql). The
--- NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE always runs to
+-- when earlier), when a worker expires it unless the approvals came first (ops_approve.sql),
+-- and it gets an ask row too: the "approval requested" message to its policy's notify
+-- destination, sent (or dropped, without one) by a worker at once. The NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE always runs to
 -- completion. Returns only what the
 -- caller does not already have. The Python binding runs this text too (no placeholder may
 -- appear in a comment: see oncebox_sql::pyformat).
@@ -36,5 +37,8 @@ WITH intent AS (
     RETURNING CASE WHEN $14 AND available_at <= now() AND EXISTS (
         SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
       THEN pg_notify($15, 'deliver') END
+), asked AS (
+    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
+    SELECT id, 'ask'::oncebox.phase, $1 FROM intent WHERE status = 'awaiting_approval'
 )
 SELECT id, created_at, status, approval_expires_at FROM intent

@@ -8,6 +8,7 @@
 -- gives its number back. The intent is queued ready when it is the lane's head (the lane was
 -- idle) and parked behind the head otherwise (available_at infinity, out of the claim's reach);
 -- a head awaiting approval holds its lane and is queued for the end of its approval window.
+-- An intent awaiting approval gets an ask row, as in submit.sql, wherever it stands in its lane.
 -- A key that already exists takes no number: nothing is inserted and the caller reads that row,
 -- as in submit.sql. A waiting worker is woken only for a ready row.
 WITH lane AS (
@@ -44,5 +45,8 @@ WITH lane AS (
     RETURNING CASE WHEN $17::boolean AND available_at <= now() AND EXISTS (
         SELECT 1 FROM oncebox.waiting_workers WHERE seen_at > now() - interval '1 minute')
       THEN pg_notify($18::text, 'deliver') END
+), asked AS (
+    INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
+    SELECT id, 'ask'::oncebox.phase, $1::text FROM intent WHERE status = 'awaiting_approval'
 )
 SELECT id, created_at, status, approval_expires_at FROM intent

@@ -53,10 +53,10 @@ statements! {
     RENEW = "renew.sql";
     /// Release leases at shutdown (fenced).
     RELEASE = "release.sql";
-    /// Delete published dead-letter rows (fenced).
-    NOTIFY_DONE = "notify_done.sql";
-    /// Reschedule unpublished dead-letter rows (fenced).
-    NOTIFY_LATER = "notify_later.sql";
+    /// Delete the rows of messages sent: dead letters, approval requests (fenced).
+    MESSAGES_SENT = "messages_sent.sql";
+    /// Reschedule the rows of messages not sent (fenced).
+    MESSAGES_LATER = "messages_later.sql";
     /// Register a worker as waiting for work.
     WAIT_REGISTER = "wait_register.sql";
     /// Deregister a waiting worker.
@@ -147,6 +147,8 @@ statements! {
     OPS_APPROVE = "ops_approve.sql";
     /// Ops: reject an intent awaiting approval.
     OPS_REJECT = "ops_reject.sql";
+    /// Worker: what the approval requests of some intents state.
+    APPROVAL_REQUESTS = "approval_requests.sql";
     /// Ops: after a restore, every queued delivery counts as possibly sent.
     OPS_RESTORED = "ops_restored.sql";
     /// Ops: retention purge.

@@ -44,6 +44,32 @@ pub struct Awaiting {
     pub approval_expires_at: Option<DateTime<Utc>>,
 }
 
+/// What an "approval requested" message states of an intent that still awaits approval.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ApprovalRequest {
+    /// The intent.
+    pub id: i64,
+    /// Approvals it needs.
+    pub approvals_needed: Option<i16>,
+    /// When its window closes.
+    pub approval_expires_at: Option<DateTime<Utc>>,
+}
+
+/// The approval requests of the intents `ids` that still await approval (the others are
+/// left out: decided, expired or gone).
+///
+/// # Errors
+/// The database's error.
+pub async fn approval_requests(
+    db: impl sqlx::PgExecutor<'_>,
+    ids: &[i64],
+) -> Result<Vec<ApprovalRequest>, sqlx::Error> {
+    sqlx::query_as(sql::APPROVAL_REQUESTS)
+        .bind(ids)
+        .fetch_all(db)
+        .await
+}
+
 /// `tenant`'s intents awaiting approval, oldest first (at most `limit`), or the one with id
 /// `only`.
 ///

@@ -14,11 +14,13 @@ pub enum Phase {
     Reconcile,
     /// Publish a dead-letter notification.
     Notify,
+    /// Tell an approval policy's `notify` destination that an intent awaits approval.
+    Ask,
 }
 
 impl Phase {
     /// Every phase (the labels of `oncebox.phase`).
-    pub const ALL: [Phase; 3] = [Phase::Deliver, Phase::Reconcile, Phase::Notify];
+    pub const ALL: [Phase; 4] = [Phase::Deliver, Phase::Reconcile, Phase::Notify, Phase::Ask];
 
     /// The name stored in `outbox.phase`, used in logs.
     pub fn as_str(self) -> &'static str {
@@ -26,6 +28,7 @@ impl Phase {
             Phase::Deliver => "deliver",
             Phase::Reconcile => "reconcile",
             Phase::Notify => "notify",
+            Phase::Ask => "ask",
         }
     }
 }

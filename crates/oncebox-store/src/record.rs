@@ -153,34 +153,38 @@ pub async fn mark_dispatched(
     fenced!(crate::sql::MARK_DISPATCHED, db, worker, leases)
 }
 
-/// Deletes notify rows whose dead letters were published (fenced); returns those deleted.
+/// Deletes the `phase` rows (notify: dead letters; ask: approval requests) whose messages were
+/// sent (fenced); returns those deleted.
 ///
 /// # Errors
 /// The database's error.
-pub async fn notify_done(
+pub async fn messages_sent(
     db: impl PgExecutor<'_>,
     worker: &str,
+    phase: Phase,
     leases: &[Lease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    fenced!(crate::sql::NOTIFY_DONE, db, worker, leases)
+    fenced!(crate::sql::MESSAGES_SENT, db, worker, leases, phase)
 }
 
-/// Reschedules notify rows that could not be published (fenced), after `delay`.
+/// Reschedules the `phase` rows whose messages could not be sent (fenced), after `delay`.
 ///
 /// # Errors
 /// The database's error.
-pub async fn notify_later(
+pub async fn messages_later(
     db: impl PgExecutor<'_>,
     worker: &str,
+    phase: Phase,
     leases: &[Lease],
     delay: Duration,
 ) -> Result<Vec<i64>, sqlx::Error> {
     fenced!(
-        crate::sql::NOTIFY_LATER,
+        crate::sql::MESSAGES_LATER,
         db,
         worker,
         leases,
-        delay.as_secs_f64()
+        delay.as_secs_f64(),
+        phase
     )
 }
 

@@ -219,12 +219,14 @@ async fn publish_batch(
     }
     let worker = &ctx.settings.id;
     if !published.is_empty()
-        && let Err(e) = oncebox_store::notify_done(&ctx.pool, worker, &published).await
+        && let Err(e) =
+            oncebox_store::messages_sent(&ctx.pool, worker, Phase::Notify, &published).await
     {
         tracing::warn!(error = %e, n = published.len(), "published dead letters not marked done; they may be published again (consumers deduplicate on the message id)");
     }
     if !later.is_empty()
-        && let Err(e) = oncebox_store::notify_later(&ctx.pool, worker, &later, retry_in).await
+        && let Err(e) =
+            oncebox_store::messages_later(&ctx.pool, worker, Phase::Notify, &later, retry_in).await
     {
         tracing::warn!(error = %e, n = later.len(), "unpublished dead letters not rescheduled; they wait for their lease");
     }

@@ -8,6 +8,7 @@
 //! letters; gauges read the ready queue. No database transaction is open while a destination is
 //! called. Run as many worker processes as you like: SKIP LOCKED shares the work.
 
+mod ask;
 mod breaker;
 mod claimer;
 mod completer;
@@ -28,6 +29,7 @@ mod settings;
 mod wakeup;
 mod worker;
 
+pub use ask::{ASK_ACTION, ask_key, console_link, message as approval_request_message};
 pub use dead_letter::{connect as connect_dead_letters, message as dead_letter_message, reasons};
 pub use decide::{Attempted, decide};
 pub use metrics::Metrics;

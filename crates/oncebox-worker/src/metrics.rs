@@ -23,6 +23,15 @@ pub const DELIVERY_SECONDS: Def = Def {
     labels: &["destination"],
     help: "Time from sending an attempt to its classified outcome.",
 };
+/// Approval requests sent to notify destinations, by outcome class.
+pub const APPROVAL_REQUESTS_TOTAL: Def = Def {
+    name: "oncebox_approval_requests_total",
+    kind: Kind::Counter,
+    labels: &["outcome"],
+    help: "\"Approval requested\" messages sent to approval policies' notify destinations, by \
+           outcome class (succeeded; permanent: refused, not sent again; \
+           retry_before_execution and unknown: tried again).",
+};
 /// Outbox rows leased per claim.
 pub const CLAIM_BATCH_SIZE: Def = Def {
     name: "oncebox_claim_batch_size",
@@ -124,6 +133,7 @@ pub const WAITING_STATUSES: [&str; 4] = [
 pub const DEFINITIONS: &[Def] = &[
     DELIVERIES_TOTAL,
     DELIVERY_SECONDS,
+    APPROVAL_REQUESTS_TOTAL,
     CLAIM_BATCH_SIZE,
     LEASES_LOST_TOTAL,
     READY_DEPTH,
@@ -196,6 +206,7 @@ impl Histogram {
 #[derive(Default)]
 pub struct Metrics {
     deliveries: Mutex<BTreeMap<(String, &'static str), u64>>,
+    asked: Mutex<BTreeMap<&'static str, u64>>,
     latency: Mutex<BTreeMap<String, Histogram>>,
     claim_batch: Mutex<Histogram>,
     leases_lost: AtomicU64,
@@ -223,6 +234,11 @@ impl Metrics {
             .entry(destination.to_owned())
             .or_default()
             .observe(&LATENCY_BUCKETS, seconds);
+    }
+
+    /// Counts one approval request sent, by outcome class.
+    pub fn asked(&self, outcome: &'static str) {
+        *lock(&self.asked).entry(outcome).or_insert(0) += 1;
     }
 
     /// Records the size of a claim.
@@ -345,6 +361,14 @@ impl Metrics {
                 DELIVERY_SECONDS.name,
                 &format!("destination=\"{dest}\""),
                 &LATENCY_BUCKETS,
+            );
+        }
+        APPROVAL_REQUESTS_TOTAL.header(out);
+        for (outcome, n) in lock(&self.asked).iter() {
+            let _ = writeln!(
+                out,
+                "{}{{outcome=\"{outcome}\"}} {n}",
+                APPROVAL_REQUESTS_TOTAL.name
             );
         }
         CLAIM_BATCH_SIZE.header(out);

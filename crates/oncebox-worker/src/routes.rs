@@ -79,6 +79,8 @@ pub struct Route {
 #[derive(Debug, Clone, Default)]
 pub struct Routes {
     by_action: HashMap<String, Arc<Route>>,
+    /// Action → the destination its approval policy notifies (`approval.notify`).
+    asks: HashMap<String, Arc<Route>>,
 }
 
 /// A route that cannot be built.
@@ -136,7 +138,21 @@ impl Routes {
                     .map(|r| (action.clone(), r.clone()))
             })
             .collect();
-        Ok(Routes { by_action })
+        let asks = config
+            .actions
+            .iter()
+            .filter_map(|(action, a)| {
+                let notify = a.approval.as_ref()?.notify.as_deref()?;
+                by_dest.get(notify).map(|r| (action.clone(), r.clone()))
+            })
+            .collect();
+        Ok(Routes { by_action, asks })
+    }
+
+    /// The destination `action`'s approval policy tells of each intent that waits; `None`
+    /// when it names none.
+    pub fn ask(&self, action: &str) -> Option<&Arc<Route>> {
+        self.asks.get(action)
     }
 
     /// The route of `action`; `None` for an action no longer configured.
@@ -148,6 +164,7 @@ impl Routes {
     pub fn longest_timeout(&self) -> std::time::Duration {
         self.by_action
             .values()
+            .chain(self.asks.values())
             .map(|r| r.destination.timeout())
             .max()
             .unwrap_or_default()

@@ -1,11 +1,11 @@
 //! The run/stop shape every part of a worker has, and the supervisor that runs them.
 //!
-//! A worker is a handful of services — claimer, reconciler, dead-letter notifier, completer,
-//! lease renewer, gauges — each in its own module. Each runs until its stop token is cancelled
-//! and has finished what it must, then returns. The supervisor stops them in stages, so that
-//! nothing is cut off mid-way: first the services that produce work (claimer, reconciler,
-//! notifier: on the worker's own cancellation), then the completer (once no outcome can arrive),
-//! then the background ones (renewer, gauges). A service that panics, or returns while it should
+//! A worker is a handful of services — claimer, reconciler, dead-letter notifier, asker,
+//! completer, lease renewer, gauges — each in its own module. Each runs until its stop token is
+//! cancelled and has finished what it must, then returns. The supervisor stops them in stages,
+//! so that nothing is cut off mid-way: first the services that produce work (claimer,
+//! reconciler, notifier, asker: on the worker's own cancellation), then the completer (once no
+//! outcome can arrive), then the background ones (renewer, gauges). A service that panics, or returns while it should
 //! still be running, is logged with its name and stops the whole worker with an error, so that
 //! whatever runs the process restarts it.
 

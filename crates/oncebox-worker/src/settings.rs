@@ -41,6 +41,9 @@ pub struct WorkerSettings {
     pub dead_letter_exchange: String,
     /// Claim deliveries (default); false runs only reconciliation and dead letters.
     pub deliver: bool,
+    /// Where people open the console (`https://ops.example.com`): approval requests link to
+    /// the intent's page there. Without it they give only the page's path.
+    pub console_url: Option<String>,
 }
 
 /// How much longer than the longest destination timeout a lease must be: the time to record an
@@ -52,6 +55,9 @@ pub(crate) const RECONCILE_BATCH: i64 = 32;
 
 /// Dead-letter rows claimed (and published) at once.
 pub(crate) const NOTIFY_BATCH: i64 = 50;
+
+/// Approval requests claimed (and sent) at once.
+pub(crate) const ASK_BATCH: i64 = 20;
 
 const fn nonzero(n: usize) -> NonZeroUsize {
     match NonZeroUsize::new(n) {
@@ -75,6 +81,7 @@ impl Default for WorkerSettings {
             amqp_url: None,
             dead_letter_exchange: "oncebox.dead-letter".into(),
             deliver: true,
+            console_url: None,
         }
     }
 }

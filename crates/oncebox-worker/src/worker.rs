@@ -5,6 +5,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::ask::Asker;
 use crate::claimer::Claimer;
 use crate::completer::Completer;
 use crate::context::{Context, InFlight};
@@ -79,6 +80,7 @@ pub async fn run(
         supervisor.spawn(Stage::Front, Notifier::new(url));
     }
     supervisor.spawn(Stage::Front, Reconciler::new(outcomes.clone()));
+    supervisor.spawn(Stage::Front, Asker);
     match wakeup {
         Some(wakeup) => supervisor.spawn(Stage::Front, Claimer::new(outcomes, wakeup)),
         None => {

@@ -8,7 +8,13 @@
 //! when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
 //! approvals = 2          # distinct approvers (default 1)
 //! expires_after = "24h"  # the default; the intent's own deadline wins when earlier
+//! notify = "approvals"   # optional: a destination told of each intent that waits
 //! ```
+//!
+//! `notify` names an HTTP or AMQP destination that a worker sends one "approval requested"
+//! message per waiting intent (its key, a summary, the redacted arguments and the console's
+//! link), signed as that destination signs deliveries and carrying the stable key
+//! `approval:<key>`, so that a repeat is recognised.
 //!
 //! `when` is a JSON Schema the arguments are matched against: an intent needs approval when they
 //! match it (absent: always). Exact amounts travel as decimal strings (`"1250.00"`), which JSON
@@ -49,6 +55,10 @@ pub struct Approval {
     /// intent's own deadline wins when it is earlier.
     #[serde(default = "defaults::approval_expiry")]
     pub expires_after: NonZeroDuration,
+    /// The destination told of each intent that waits (an "approval requested" message), if
+    /// any.
+    #[serde(default)]
+    pub notify: Option<String>,
 }
 
 impl Approval {

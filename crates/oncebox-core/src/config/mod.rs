@@ -172,6 +172,10 @@ impl Config {
             if let Some(tool) = &action.tool {
                 check_tool(name, tool).map_err(|e| e.within(&field(".")))?;
             }
+            if let Some(notify) = action.approval.as_ref().and_then(|a| a.notify.as_ref()) {
+                self.check_approval_notify(notify)
+                    .map_err(|reason| ConfigError::new(field(".approval.notify"), reason))?;
+            }
             for (i, rule) in action.redact.iter().enumerate() {
                 if let Err(e) = rule.validate() {
                     return Err(ConfigError::new(
@@ -200,6 +204,26 @@ impl Config {
             .map_err(|e| e.within(&within))?;
         }
         Ok(())
+    }
+
+    /// The destination an approval policy notifies: configured, HTTP or AMQP, and executing no
+    /// action (it might take the message for a request).
+    fn check_approval_notify(&self, notify: &str) -> Result<(), String> {
+        let executes = self
+            .actions
+            .iter()
+            .find(|(_, a)| a.destination == notify)
+            .map(|(name, _)| name);
+        match (self.destinations.get(notify), executes) {
+            (None, _) => Err(format!("no destination named {notify:?} in [destinations]")),
+            (Some(Destination::Mcp(_)), _) => Err(format!(
+                "destination {notify:?} is an MCP tool; approval requests go to an HTTP or AMQP destination"
+            )),
+            (Some(_), Some(action)) => Err(format!(
+                "destination {notify:?} executes action {action:?}; name one that only receives approval requests"
+            )),
+            (Some(_), None) => Ok(()),
+        }
     }
 
     /// An MCP destination's tool names, read-only tools (offered by the gateway beside the

@@ -458,3 +458,37 @@ fn an_mcp_destination_names_its_tools_and_reads_its_secrets() {
         "destinations.helpdesk.url"
     );
 }
+
+#[test]
+fn an_approval_notifies_a_destination_that_exists_and_does_not_execute_it() {
+    let with = |notify: &str| {
+        Config::from_toml(&format!(
+            "{GOOD}
+    [actions.create_invoice.approval]
+    notify = {notify:?}
+
+    [destinations.approvals]
+    kind = \"http\"
+    url = \"http://127.0.0.1:9/approvals\"
+    idempotency = \"key\"
+
+    [destinations.agent_tools]
+    kind = \"mcp\"
+    url = \"http://127.0.0.1:9/mcp\"
+    idempotency = \"key\"
+"
+        ))
+    };
+    let c = with("approvals").expect("valid");
+    let policy = c.action("create_invoice").and_then(|a| a.approval.as_ref());
+    assert_eq!(policy.and_then(|p| p.notify.as_deref()), Some("approvals"));
+    for (notify, says) in [
+        ("nope", "no destination named \"nope\""),
+        ("agent_tools", "is an MCP tool"),
+        ("billing", "executes action \"create_invoice\""),
+    ] {
+        let e = with(notify).expect_err(notify);
+        assert_eq!(e.field, "actions.create_invoice.approval.notify", "{e}");
+        assert!(e.reason.contains(says), "{notify}: {e}");
+    }
+}

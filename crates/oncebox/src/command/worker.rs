@@ -63,6 +63,31 @@ pub(crate) struct Args {
     /// Run only reconciliation (and dead-letter publishing): claim no deliveries.
     #[arg(long)]
     pub(crate) reconcile_only: bool,
+    /// Where people open the console (e.g. https://ops.example.com): approval requests link to
+    /// the intent's page there; without it they carry only the page's path.
+    #[arg(long, env = "ONCEBOX_CONSOLE_URL", value_parser = console_url)]
+    pub(crate) console_url: Option<String>,
+}
+
+/// A console address: http(s), without query, fragment, spaces or control characters; any
+/// trailing slash dropped (the intent's path follows it).
+fn console_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or("must start with http:// or https://")?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("names no host".into());
+    }
+    if let Some(c) = text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '"' | '<' | '>'))
+    {
+        return Err(format!(
+            "may not hold {c:?}: give the console's address only"
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
 }
 
 /// Postgres connections of a worker's pool: dispatch marks, up to three batched records, lease
@@ -91,6 +116,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
         amqp_url: args.dead_letters.amqp_url,
         dead_letter_exchange: args.dead_letters.dead_letter_exchange,
         deliver: !args.reconcile_only,
+        console_url: args.console_url,
         ..WorkerSettings::default()
     };
     settings
@@ -140,4 +166,34 @@ pub(crate) async fn run(args: Args) -> CliResult {
 fn default_id() -> String {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     format!("{}-{}", host.trim(), std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::console_url;
+
+    #[test]
+    fn a_console_address_is_http_with_a_host_and_nothing_after_its_path() {
+        assert_eq!(
+            console_url("https://ops.example.com/").as_deref(),
+            Ok("https://ops.example.com")
+        );
+        assert_eq!(
+            console_url("http://10.0.0.5:8080/oncebox").as_deref(),
+            Ok("http://10.0.0.5:8080/oncebox")
+        );
+        for (bad, says) in [
+            ("ops.example.com", "http://"),
+            ("ftp://ops.example.com", "http://"),
+            ("https://", "no host"),
+            ("https:///console", "no host"),
+            ("https://ops.example.com/?a=1", "'?'"),
+            ("https://ops.example.com/#x", "'#'"),
+            ("https://ops.example.com/a b", "' '"),
+            ("https://ops.example.com/\0", "'\\0'"),
+        ] {
+            let e = console_url(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
 }
