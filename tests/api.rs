@@ -37,6 +37,7 @@ properties.amount = { type = "string", pattern = "^[0-9]+[.][0-9]{2}$" }
 
 [actions.payout]
 destination = "billing"
+tool = { description = "Pay out; large amounts wait for two people." }
 [actions.payout.approval]
 when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
 approvals = 2
@@ -882,6 +883,13 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
     // A wait returns on it at once: the agent tells "waiting for people" from "slow".
     let waited = api.get(&agent, "/v1/intents/p1?wait=30").await;
     assert_eq!(waited.1["status"], "awaiting_approval");
+    let client = oncebox_client::Client::new(&api.base, &agent).expect("client");
+    let waited = client
+        .wait("p1", std::time::Duration::from_secs(60))
+        .await
+        .expect("wait");
+    assert_eq!(waited.status, oncebox_client::Status::AwaitingApproval);
+    assert!(waited.is_settled() && waited.waits_for_a_person());
 
     let reason = json!({"reason": "checked the ledger"});
     problem(
@@ -943,6 +951,12 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
         api.get(&agent, "/v1/intents/p3?wait=30").await.1["status"],
         "rejected"
     );
+    let waited = client
+        .wait("p3", std::time::Duration::from_secs(60))
+        .await
+        .expect("wait");
+    assert_eq!(waited.status, oncebox_client::Status::Rejected);
+    assert!(waited.is_settled() && !waited.waits_for_a_person());
     // Tenant B's ops token sees none of A's approvals either.
     let listed = api
         .get(&other_tenant, "/v1/ops/intents?status=awaiting_approval")
@@ -1948,6 +1962,26 @@ async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
             .get_task(GetTaskParams::new(key.clone()))
             .await
             .is_err()
+    );
+    // A call that awaits approval by people is a task still working — it completes once they
+    // decided — and tasks/cancel of it is refused: a person rejects it, not the agent.
+    let big = rmcp::model::CallToolRequestParams::new("payout").with_arguments(
+        json!({"amount": "5000.00"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let waiting = task(client.call_tool_once(big).await.expect("call"));
+    assert_eq!(waiting.status, TaskStatus::Working);
+    let cancel = client
+        .cancel_task(CancelTaskParams::new(waiting.task_id.clone()))
+        .await
+        .expect_err("tasks/cancel of an intent awaiting approval");
+    assert!(cancel.to_string().contains("awaits approval"), "{cancel}");
+    let still = get(&waiting.task_id).await;
+    assert_eq!(
+        (still.status(), still.task.status_message.as_deref()),
+        (TaskStatus::Working, Some("the intent is awaiting_approval"))
     );
     // A worker delivers the first: the task completes with the call's result, one effect.
     let (rx, worker) = deliver_soon(&api).await;

@@ -252,7 +252,13 @@ pub struct Intent {
 impl Intent {
     /// Terminal, or waiting for a person: nothing more happens by itself.
     pub fn is_settled(&self) -> bool {
-        self.status.is_terminal() || self.status == Status::NeedsReview
+        self.status.is_settled()
+    }
+
+    /// Waiting for a person — `awaiting_approval` (people must approve it before anything is
+    /// sent) or `needs_review` — rather than slow: [`Client::wait`] returns on it at once.
+    pub fn waits_for_a_person(&self) -> bool {
+        self.status.waits_for_a_person()
     }
 }
 
@@ -372,9 +378,11 @@ impl Client {
         Ok(self.call(Method::GET, url, None, self.timeout).await?.1)
     }
 
-    /// Waits until the intent under `key` is settled (terminal or waiting for a person) or
-    /// `timeout` has passed, long-polling the server (which wakes on LISTEN/NOTIFY); returns the
-    /// intent as last seen. Check [`Intent::is_settled`] to tell the two apart.
+    /// Waits until the intent under `key` is settled (terminal, `rejected` included, or waiting
+    /// for a person: `awaiting_approval`, `needs_review`) or `timeout` has passed, long-polling
+    /// the server (which wakes on LISTEN/NOTIFY); returns the intent as last seen. Check
+    /// [`Intent::is_settled`] to tell the two apart, and [`Intent::waits_for_a_person`] to tell
+    /// "people must act" from an outcome.
     ///
     /// # Errors
     /// As [`Client::get`].
