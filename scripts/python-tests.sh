@@ -9,8 +9,12 @@ cd "$(dirname "$0")/.."
 source scripts/pyenv.sh
 source scripts/sdkenv.sh
 export PATH="$ONCEBOX_PYENV/bin:$PATH"
-# The extension is built by maturin through cargo (release profile, the workspace's target/).
-pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+# The extension is built by maturin through cargo, in the workspace's target/ with the dev
+# profile the Rust tests were just built with: most of its dependencies are built already (a
+# release build would compile them all again, minutes on a cold machine). Users' installs build
+# it optimised (maturin's default); the tests measure no speed.
+MATURIN_PEP517_ARGS="--profile dev" \
+  pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation \
   --force-reinstall ./python
 ruff check --config python/pyproject.toml python examples/python
 ruff format --check --config python/pyproject.toml python examples/python
