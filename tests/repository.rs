@@ -140,15 +140,27 @@ fn no_function_outside_tests_is_longer_than_80_lines() {
 fn nothing_points_outside_the_repository() {
     let mut checked = Vec::new();
     for dir in [
-        "crates", "tests", "scripts", "docs", "deploy", "fuzz", "python", "examples",
+        "crates",
+        "tests",
+        "scripts",
+        "docs",
+        "deploy",
+        "fuzz",
+        "python",
+        "examples",
+        "js/src",
+        "js/test",
+        "js/native",
+        "js/scripts",
     ] {
         for ext in [
-            ".rs", ".sh", ".md", ".sql", ".toml", ".yaml", ".json", ".py", ".pyi",
+            ".rs", ".sh", ".md", ".sql", ".toml", ".yaml", ".json", ".py", ".pyi", ".ts", ".mjs",
         ] {
             files(&root().join(dir), ext, &mut checked);
         }
     }
     checked.push(root().join("README.md"));
+    checked.push(root().join("js/README.md"));
     // Spelled in parts, so that this file, checked like every other, holds none of them.
     let pointers = [
         ["..", "shared"].join("/"),
@@ -774,6 +786,7 @@ fn every_relative_link_of_the_readmes_names_a_file() {
         "README.md",
         "deploy/README.md",
         "python/README.md",
+        "js/README.md",
         "CHANGELOG.md",
     ] {
         let text = std::fs::read_to_string(root().join(doc)).expect("markdown");

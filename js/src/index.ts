@@ -1,0 +1,8 @@
+// oncebox for TypeScript: in-transaction submit for node-postgres on the same Rust core as the
+// Rust library and the Python package.
+export { ConfigError, InvalidIntent, KeyConflict, OnceboxError } from "./errors.js";
+export { Intake, type NewIntent, type Prepared } from "./intake.js";
+export { type Json, jsonText } from "./json.js";
+export { businessKey, canonicalJson, requestHash, stepKey, validateKey } from "./keys.js";
+export { type Intent, type Status, type Submitted, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
+export { type Queryable, type SubmitOptions, submit } from "./submit.js";

@@ -1,0 +1,187 @@
+import { KeyConflict, InvalidIntent, OnceboxError } from "./errors.js";
+import { Intake, type NewIntent, type Prepared } from "./intake.js";
+import type { Intent, Status, Submitted } from "./model.js";
+import { native } from "./native.js";
+
+/**
+ * A node-postgres `Client` or `PoolClient` (or anything with its `query(config)`), inside the
+ * caller's `BEGIN … COMMIT`.
+ */
+export interface Queryable {
+  query(config: {
+    text: string;
+    values: unknown[];
+    types: { getTypeParser: (oid: number, format?: string) => (text: string) => unknown };
+  }): Promise<{ rows: Record<string, unknown>[] }>;
+}
+
+/** What `submit` takes: the intent's fields, its deadline and the intake that checks them. */
+export interface SubmitOptions extends NewIntent {
+  /** No attempt starts after it. */
+  deadline?: Date | null;
+  /** The intake (`Intake.load("oncebox.toml")`), built once at start-up. */
+  config: Intake;
+  /** Wake an idle worker at commit (default true), as the Rust intake does. */
+  notify?: boolean;
+}
+
+const statements = native.statements();
+
+/** Every column as the text Postgres sent: JSON stays exact, ids stay whole. */
+const RAW = { getTypeParser: () => (text: string) => text };
+
+/**
+ * Records an intent in the journal and the outbox inside the caller's open transaction, with the
+ * statement text of the Rust store, so that TypeScript, Rust and Python write identical rows.
+ * Nothing is visible to workers until the caller commits, and nothing remains if it rolls back.
+ * The same key with the same request returns the existing intent (`created: false`); the same key
+ * with another request throws `KeyConflict` with both hashes and writes nothing; a bad field
+ * throws `InvalidIntent` naming it, before any statement runs.
+ */
+export async function submit(client: Queryable, options: SubmitOptions): Promise<Submitted> {
+  const { config, deadline = null, notify = true } = options;
+  const prepared = config.prepare(options);
+  if (deadline !== null && !(deadline instanceof Date && Number.isFinite(deadline.getTime()))) {
+    throw new InvalidIntent("deadline", "must be a valid Date");
+  }
+  const [text, values] =
+    options.orderingKey == null
+      ? [statements.submit, params(options, prepared, deadline, notify)]
+      : [statements.submitOrdered, orderedParams(options, prepared, deadline, notify)];
+  const inserted = (await client.query({ text, values, types: RAW })).rows[0];
+  if (inserted !== undefined) {
+    return { intent: created(options, prepared, deadline, inserted), created: true };
+  }
+  const existing = (
+    await client.query({
+      text: statements.intentByKey,
+      values: [options.tenant, options.key],
+      types: RAW,
+    })
+  ).rows[0];
+  if (existing === undefined) {
+    throw new OnceboxError(
+      "the key's row conflicted on insert but is not visible to this transaction " +
+        "(REPEATABLE READ or SERIALIZABLE: roll back and retry)",
+    );
+  }
+  const recordedHash = str(existing.request_hash);
+  const replay = config.rules.isReplay(
+    options.action,
+    prepared.argumentsJson,
+    prepared.requestHash,
+    recordedHash,
+    str(existing.payload),
+  );
+  if (!replay) {
+    throw new KeyConflict(options.key, prepared.requestHash, recordedHash);
+  }
+  return { intent: fromRow(existing), created: false };
+}
+
+/** The fifteen parameters of the submit statement, in the Rust store's order. */
+function params(o: SubmitOptions, p: Prepared, deadline: Date | null, notify: boolean): unknown[] {
+  return [
+    o.tenant,
+    o.key,
+    o.action,
+    p.requestHash,
+    p.payload,
+    o.businessRef ?? null,
+    o.runId ?? null,
+    o.step ?? null,
+    deadline,
+    p.redacted ? p.argumentsJson : null,
+    p.approvals,
+    p.approvalWindow,
+    null,
+    notify,
+    statements.outboxChannel,
+  ];
+}
+
+/** The eighteen parameters of the ordered submit, numbered as they first appear in it. */
+function orderedParams(
+  o: SubmitOptions,
+  p: Prepared,
+  deadline: Date | null,
+  notify: boolean,
+): unknown[] {
+  const lane = o.config.lane(o.action);
+  return [
+    o.tenant,
+    o.orderingKey,
+    lane.destination,
+    lane.skipFailed,
+    o.key,
+    o.action,
+    p.requestHash,
+    p.payload,
+    o.businessRef ?? null,
+    o.runId ?? null,
+    o.step ?? null,
+    deadline,
+    p.redacted ? p.argumentsJson : null,
+    p.approvals,
+    p.approvalWindow,
+    null,
+    notify,
+    statements.outboxChannel,
+  ];
+}
+
+function created(
+  o: SubmitOptions,
+  p: Prepared,
+  deadline: Date | null,
+  row: Record<string, unknown>,
+): Intent {
+  return {
+    id: str(row.id),
+    tenantId: o.tenant,
+    idempotencyKey: o.key,
+    action: o.action,
+    status: str(row.status) as Status,
+    requestHash: p.requestHash,
+    payload: p.payload,
+    businessRef: o.businessRef ?? null,
+    runId: o.runId ?? null,
+    step: o.step ?? null,
+    deadline,
+    orderingKey: o.orderingKey ?? null,
+    createdAt: new Date(str(row.created_at)),
+  };
+}
+
+/** A column's text (every column is read as text), or null. */
+function text(value: unknown): string | null {
+  return typeof value === "string" ? value : null;
+}
+
+/** A column that is never null. */
+function str(value: unknown): string {
+  if (typeof value !== "string") {
+    throw new OnceboxError(`expected a column's text, got ${typeof value}`);
+  }
+  return value;
+}
+
+/** An intent from its journal row, every column as text. */
+export function fromRow(row: Record<string, unknown>): Intent {
+  const deadline = text(row.deadline);
+  return {
+    id: str(row.id),
+    tenantId: str(row.tenant_id),
+    idempotencyKey: str(row.idempotency_key),
+    action: str(row.action),
+    status: str(row.status) as Status,
+    requestHash: str(row.request_hash),
+    payload: str(row.payload),
+    businessRef: text(row.business_ref),
+    runId: text(row.run_id),
+    step: text(row.step),
+    deadline: deadline === null ? null : new Date(deadline),
+    orderingKey: text(row.ordering_key),
+    createdAt: new Date(str(row.created_at)),
+  };
+}
