@@ -14,8 +14,9 @@ fi
 cd js
 ONCEBOX_CARGO_PROFILE=dev node scripts/build-native.mjs
 npm ci --no-audit --no-fund --loglevel=error
+# The package first (dist/): the examples import it by its name, as its users do.
+npx tsc -p tsconfig.build.json
 npx tsc --noEmit -p tsconfig.json
 npx eslint .
-npx tsc -p tsconfig.build.json
 npx tsc -p tsconfig.json
 ONCEBOX_BIN="$PWD/../target/debug/oncebox" node --test --test-concurrency=1 build/test/ "$@"

@@ -52,3 +52,55 @@ export class KeyConflict extends OnceboxError {
     );
   }
 }
+
+/** An intent as an outcome error carries it: the HTTP API's view of it. */
+export interface OutcomeIntent {
+  idempotencyKey: string;
+  status: string;
+  error: unknown;
+}
+
+/** A tool call whose intent did not succeed: `intent` says how it stands. */
+export class IntentError extends OnceboxError {
+  override name = "IntentError";
+  /**
+   * @param intent The intent as last seen.
+   * @param message What happened, for a person (and a model).
+   */
+  constructor(
+    readonly intent: OutcomeIntent,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The intent ended `failed` or `expired`: the destination refused it, or its time ran out. */
+export class IntentFailed extends IntentError {
+  override name = "IntentFailed";
+}
+
+/** The intent was cancelled before it was sent. */
+export class IntentCancelled extends IntentError {
+  override name = "IntentCancelled";
+}
+
+/** The outcome is unknown and a person must decide (`needs_review`). */
+export class NeedsReview extends IntentError {
+  override name = "NeedsReview";
+}
+
+/** The intent waits for people to approve it; nothing was sent. Call again later. */
+export class AwaitingApproval extends IntentError {
+  override name = "AwaitingApproval";
+}
+
+/** A person rejected the intent; it was never sent. */
+export class Rejected extends IntentError {
+  override name = "Rejected";
+}
+
+/** The wait ended before the intent settled. Call again later: it is the same intent. */
+export class WaitTimeout extends IntentError {
+  override name = "WaitTimeout";
+}

@@ -6,3 +6,21 @@ export { type Json, jsonText } from "./json.js";
 export { businessKey, canonicalJson, requestHash, stepKey, validateKey } from "./keys.js";
 export { type Intent, type Status, type Submitted, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
 export { type Queryable, type SubmitOptions, submit } from "./submit.js";
+export {
+  ApiError,
+  Client,
+  type RemoteIntent,
+  type RetryOptions,
+  type SubmitRequest,
+  TransportError,
+} from "./client.js";
+export {
+  AwaitingApproval,
+  IntentCancelled,
+  IntentError,
+  IntentFailed,
+  NeedsReview,
+  Rejected,
+  WaitTimeout,
+} from "./errors.js";
+export { type ToolContext, type ToolOptions, onceboxTool, outcome } from "./tool.js";

@@ -20,8 +20,16 @@ export interface NativeLane {
   skipFailed: boolean;
 }
 
+/** The identity of a call that names no key and no run (Unix seconds). */
+export interface NativeCallIdentity {
+  readonly window: number;
+  keysAt(at: number): string[];
+  keyFor(at: number, previousCreated?: number | null): string;
+}
+
 /** The rules of an intake. */
 export interface NativeRules {
+  callIdentity(action: string, argumentsJson: string): NativeCallIdentity;
   readonly actions: string[];
   prepare(
     tenant: string,
@@ -61,6 +69,12 @@ interface Native {
   canonicalJson(document: string): string;
   requestHash(action: string, argumentsJson: string): string;
   Rules: new (config: string, redactionKeys?: string | null) => NativeRules;
+  CallIdentity: new (
+    tool: string,
+    argumentsJson: string,
+    pointers: string[] | null,
+    window: number,
+  ) => NativeCallIdentity;
   statements(): NativeStatements;
 }
 

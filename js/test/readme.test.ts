@@ -21,6 +21,11 @@ test("the repository README's TypeScript lines are the package README's", () => 
   assert.equal(book, own, "the book's example is the package README's");
 });
 
+test("the README's SDK example is examples/sdk-tools.ts, which the agent test runs", () => {
+  const block = /```ts\n([\s\S]*?)```/.exec(readFileSync(join(js, "README.md"), "utf8"))?.[1];
+  assert.equal(block, readFileSync(join(js, "examples", "sdk-tools.ts"), "utf8"));
+});
+
 test("the README's submit example runs as written", async () => {
   const readme = readFileSync(join(js, "README.md"), "utf8");
   const example = /```js\n([\s\S]*?)```/.exec(readme)?.[1];

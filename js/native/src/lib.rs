@@ -96,6 +96,70 @@ pub fn request_hash(action: String, arguments: String) -> Result<String> {
     ))
 }
 
+fn unix(at: f64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0))
+}
+
+/// The identity of a tool call that names no key and no run (`oncebox_core::CallIdentity`):
+/// one intent per dedupe window, from its first call. Times are Unix seconds.
+#[napi]
+pub struct CallIdentity {
+    inner: oncebox_core::CallIdentity,
+}
+
+#[napi]
+impl CallIdentity {
+    /// The identity of `tool` called with `arguments` (JSON text), identified by the values at
+    /// `pointers` (all the arguments when absent), one intent per `window` seconds.
+    #[napi(constructor)]
+    pub fn new(
+        tool: String,
+        arguments: String,
+        pointers: Option<Vec<String>>,
+        window: f64,
+    ) -> Result<CallIdentity> {
+        if !(window.is_finite() && window >= 1.0) {
+            return Err(refusal(
+                "InvalidIntent",
+                "dedupe_window",
+                "must be at least a second",
+            ));
+        }
+        let arguments = parse_json("arguments", &arguments)?;
+        let pointers: Option<Vec<&str>> = pointers
+            .as_ref()
+            .map(|p| p.iter().map(String::as_str).collect());
+        oncebox_core::CallIdentity::of(
+            &tool,
+            &arguments,
+            pointers.as_deref(),
+            std::time::Duration::from_secs_f64(window),
+        )
+        .map(|inner| CallIdentity { inner })
+        .map_err(invalid)
+    }
+
+    /// The dedupe window, in seconds.
+    #[napi(getter)]
+    pub fn window(&self) -> f64 {
+        self.inner.window().as_secs_f64()
+    }
+
+    /// The key of the window `at` falls in, and the key of the one before it.
+    #[napi]
+    pub fn keys_at(&self, at: f64) -> Vec<String> {
+        let (current, previous) = self.inner.keys_at(unix(at));
+        vec![current, previous]
+    }
+
+    /// The key a call at `at` takes, given when the previous window's intent was created (if
+    /// it exists).
+    #[napi]
+    pub fn key_for(&self, at: f64, previous_created: Option<f64>) -> String {
+        self.inner.key_for(unix(at), previous_created.map(unix))
+    }
+}
+
 /// What a new intent is recorded as, and what its action's approval policy asks of it.
 #[napi(object)]
 pub struct Prepared {
@@ -205,6 +269,17 @@ impl Rules {
                 destination: l.destination.clone(),
                 skip_failed: l.skip_failed,
             })
+            .map_err(invalid)
+    }
+
+    /// The identity of a call of `action` with `arguments` (JSON text) that names no key and no
+    /// run: its `[actions.X.tool]` key and dedupe window, or all the arguments and a day.
+    #[napi]
+    pub fn call_identity(&self, action: String, arguments: String) -> Result<CallIdentity> {
+        let arguments = parse_json("arguments", &arguments)?;
+        self.inner
+            .call_identity(&action, &arguments)
+            .map(|inner| CallIdentity { inner })
             .map_err(invalid)
     }
 
