@@ -5,7 +5,9 @@
 // - oncebox: BEGIN; submit(client, …); COMMIT — validation, the request hash and the Rust
 //   store's statement, as an orchestrator runs it;
 // - raw: BEGIN; the journal insert and the outbox insert as one statement, binding tenant, key,
-//   action, hash and payload; COMMIT — what writing the rows by hand costs (the goal: 0.8×).
+//   action, hash and payload; COMMIT — what writing the rows by hand costs (the goal: 0.8×);
+// - raw_prepared: the same, as a named statement node-postgres prepares once per connection
+//   (as `submit` does its own).
 //
 // It prints intents/s per round and the ratio of the medians. From js/, after a release build
 // of the addon (npm run build:native) and of the package and tests (npx tsc -p tsconfig.json):
@@ -64,6 +66,8 @@ type Case = (client: pg.Client, key: string) => Promise<unknown>;
 const cases: Record<string, Case> = {
   oncebox: (client, key) => submit(client, { tenant: "bench", key, action: "create_invoice", arguments: ARGUMENTS, config: intake, notify: false }),
   raw: (client, key) => client.query(RAW, ["bench", key, "create_invoice", HASH, PAYLOAD]),
+  raw_prepared: (client, key) =>
+    client.query({ name: "raw_intake", text: RAW, values: ["bench", key, "create_invoice", HASH, PAYLOAD] }),
 };
 
 async function run(label: string, body: Case, connections: pg.Client[]): Promise<number> {
@@ -96,7 +100,7 @@ try {
       return client;
     }),
   );
-  const rates: Record<string, number[]> = { oncebox: [], raw: [] };
+  const rates: Record<string, number[]> = { oncebox: [], raw: [], raw_prepared: [] };
   for (let round = 1; round <= rounds; round++) {
     for (const [label, body] of Object.entries(cases)) {
       const rate = await run(label, body, connections);
@@ -105,8 +109,12 @@ try {
     }
   }
   await Promise.all(connections.map((c) => c.end()));
-  const [ours, raw] = [median(rates.oncebox ?? []), median(rates.raw ?? [])];
-  console.log(`median: oncebox ${ours.toFixed(0)}/s, raw ${raw.toFixed(0)}/s: ${(ours / raw).toFixed(2)}x`);
+  const [ours, raw, prepared] = [rates.oncebox, rates.raw, rates.raw_prepared].map((r) => median(r ?? []));
+  const ratio = (a = 0, b = 1) => (a / b).toFixed(2);
+  console.log(
+    `median: oncebox ${(ours ?? 0).toFixed(0)}/s; raw ${(raw ?? 0).toFixed(0)}/s (${ratio(ours, raw)}x); ` +
+      `raw prepared ${(prepared ?? 0).toFixed(0)}/s (${ratio(ours, prepared)}x)`,
+  );
 } finally {
   await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
   await admin.end();

@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 import { KeyConflict, InvalidIntent, OnceboxError } from "./errors.js";
 import { Intake, type NewIntent, type Prepared } from "./intake.js";
 import type { Intent, Status, Submitted } from "./model.js";
@@ -9,6 +11,7 @@ import { native } from "./native.js";
  */
 export interface Queryable {
   query(config: {
+    name?: string;
     text: string;
     values: unknown[];
     types: { getTypeParser: (oid: number, format?: string) => (text: string) => unknown };
@@ -27,6 +30,20 @@ export interface SubmitOptions extends NewIntent {
 
 const statements = native.statements();
 
+/**
+ * Each statement is prepared once per connection under a name of its own (the text's hash in
+ * it, so that another version of the package never finds a different statement under it):
+ * planning the submit statement afresh each time would cost as much as running it.
+ */
+function named(text: string): string {
+  return `oncebox_${createHash("sha256").update(text).digest("hex").slice(0, 16)}`;
+}
+const NAMES = {
+  submit: named(statements.submit),
+  submitOrdered: named(statements.submitOrdered),
+  intentByKey: named(statements.intentByKey),
+};
+
 /** Every column as the text Postgres sent: JSON stays exact, ids stay whole. */
 const RAW = { getTypeParser: () => (text: string) => text };
 
@@ -44,16 +61,17 @@ export async function submit(client: Queryable, options: SubmitOptions): Promise
   if (deadline !== null && !(deadline instanceof Date && Number.isFinite(deadline.getTime()))) {
     throw new InvalidIntent("deadline", "must be a valid Date");
   }
-  const [text, values] =
+  const [name, text, values] =
     options.orderingKey == null
-      ? [statements.submit, params(options, prepared, deadline, notify)]
-      : [statements.submitOrdered, orderedParams(options, prepared, deadline, notify)];
-  const inserted = (await client.query({ text, values, types: RAW })).rows[0];
+      ? [NAMES.submit, statements.submit, params(options, prepared, deadline, notify)]
+      : [NAMES.submitOrdered, statements.submitOrdered, orderedParams(options, prepared, deadline, notify)];
+  const inserted = (await client.query({ name, text, values, types: RAW })).rows[0];
   if (inserted !== undefined) {
     return { intent: created(options, prepared, deadline, inserted), created: true };
   }
   const existing = (
     await client.query({
+      name: NAMES.intentByKey,
       text: statements.intentByKey,
       values: [options.tenant, options.key],
       types: RAW,
