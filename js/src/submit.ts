@@ -18,6 +18,36 @@ export interface Queryable {
   }): Promise<{ rows: Record<string, unknown>[] }>;
 }
 
+/**
+ * A Drizzle transaction over node-postgres (`db.transaction(tx => submit(tx, …))`), or anything
+ * whose `execute` runs a Drizzle `SQL` query.
+ */
+export interface DrizzleExecutor {
+  execute(query: never): PromiseLike<{ rows: Record<string, unknown>[] }>;
+}
+
+function isDrizzle(client: Queryable | DrizzleExecutor): client is DrizzleExecutor {
+  // A Drizzle database has a `query` too: its relational query builder, not a function.
+  return typeof (client as { query?: unknown }).query !== "function";
+}
+
+/**
+ * A Queryable over a Drizzle transaction: the statement's `$n` placeholders become Drizzle
+ * parameters (each occurrence its own, bound to the same value), so the text sent is still the
+ * Rust store's. Drizzle parses some column types its own way; the rows are read either way.
+ */
+async function overDrizzle(tx: DrizzleExecutor): Promise<Queryable> {
+  const { sql } = await import("drizzle-orm");
+  return {
+    query: async ({ text, values }) => {
+      const chunks = text
+        .split(/\$(\d+)/)
+        .map((part, i) => (i % 2 === 0 ? sql.raw(part) : sql.param(values[Number(part) - 1])));
+      return tx.execute(sql.join(chunks) as never);
+    },
+  };
+}
+
 /** What `submit` takes: the intent's fields, its deadline and the intake that checks them. */
 export interface SubmitOptions extends NewIntent {
   /** No attempt starts after it. */
@@ -55,12 +85,16 @@ const RAW = { getTypeParser: () => (text: string) => text };
  * with another request throws `KeyConflict` with both hashes and writes nothing; a bad field
  * throws `InvalidIntent` naming it, before any statement runs.
  */
-export async function submit(client: Queryable, options: SubmitOptions): Promise<Submitted> {
+export async function submit(
+  connection: Queryable | DrizzleExecutor,
+  options: SubmitOptions,
+): Promise<Submitted> {
   const { config, deadline = null, notify = true } = options;
   const prepared = config.prepare(options);
   if (deadline !== null && !(deadline instanceof Date && Number.isFinite(deadline.getTime()))) {
     throw new InvalidIntent("deadline", "must be a valid Date");
   }
+  const client = isDrizzle(connection) ? await overDrizzle(connection) : connection;
   const [name, text, values] =
     options.orderingKey == null
       ? [NAMES.submit, statements.submit, params(options, prepared, deadline, notify)]
@@ -89,7 +123,7 @@ export async function submit(client: Queryable, options: SubmitOptions): Promise
     prepared.argumentsJson,
     prepared.requestHash,
     recordedHash,
-    str(existing.payload),
+    json(existing.payload),
   );
   if (!replay) {
     throw new KeyConflict(options.key, prepared.requestHash, recordedHash);
@@ -167,13 +201,24 @@ function created(
     step: o.step ?? null,
     deadline,
     orderingKey: o.orderingKey ?? null,
-    createdAt: new Date(str(row.created_at)),
+    createdAt: when(row.created_at),
   };
 }
 
 /** A column's text (every column is read as text), or null. */
 function text(value: unknown): string | null {
   return typeof value === "string" ? value : null;
+}
+
+/** A timestamp column, as text or as the `Date` a driver made of it. */
+function when(value: unknown): Date {
+  return value instanceof Date ? value : new Date(str(value));
+}
+
+/** A JSON column, as text or as the value a driver parsed (its numbers are safe: submit refused
+ * any beyond ±2^53). */
+function json(value: unknown): string {
+  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 /** A column that is never null. */
@@ -186,7 +231,7 @@ function str(value: unknown): string {
 
 /** An intent from its journal row, every column as text. */
 export function fromRow(row: Record<string, unknown>): Intent {
-  const deadline = text(row.deadline);
+  const deadline = row.deadline instanceof Date ? row.deadline.toISOString() : text(row.deadline);
   return {
     id: str(row.id),
     tenantId: str(row.tenant_id),
@@ -194,12 +239,12 @@ export function fromRow(row: Record<string, unknown>): Intent {
     action: str(row.action),
     status: str(row.status) as Status,
     requestHash: str(row.request_hash),
-    payload: str(row.payload),
+    payload: json(row.payload),
     businessRef: text(row.business_ref),
     runId: text(row.run_id),
     step: text(row.step),
     deadline: deadline === null ? null : new Date(deadline),
     orderingKey: text(row.ordering_key),
-    createdAt: new Date(str(row.created_at)),
+    createdAt: when(row.created_at),
   };
 }
