@@ -152,7 +152,11 @@ function params(o: SubmitOptions, p: Prepared, deadline: Date | null, notify: bo
   ];
 }
 
-/** The eighteen parameters of the ordered submit, numbered as they first appear in it. */
+/**
+ * The eighteen parameters of the ordered submit, numbered as they first appear in it: the tenant,
+ * then the lane (ordering key, destination, whether it skips a failed head), then the rest of
+ * the submit statement's, in their order.
+ */
 function orderedParams(
   o: SubmitOptions,
   p: Prepared,
@@ -160,26 +164,8 @@ function orderedParams(
   notify: boolean,
 ): unknown[] {
   const lane = o.config.lane(o.action);
-  return [
-    o.tenant,
-    o.orderingKey,
-    lane.destination,
-    lane.skipFailed,
-    o.key,
-    o.action,
-    p.requestHash,
-    p.payload,
-    o.businessRef ?? null,
-    o.runId ?? null,
-    o.step ?? null,
-    deadline,
-    p.redacted ? p.argumentsJson : null,
-    p.approvals,
-    p.approvalWindow,
-    null,
-    notify,
-    statements.outboxChannel,
-  ];
+  const [tenant, ...rest] = params(o, p, deadline, notify);
+  return [tenant, o.orderingKey, lane.destination, lane.skipFailed, ...rest];
 }
 
 function created(

@@ -160,3 +160,41 @@ test("a row written from TypeScript equals the one the Rust CLI writes", async (
   assert.deepEqual(fromTs, fromRust);
   assert.ok(!JSON.stringify((fromTs as { intent: unknown }).intent).includes("4111111111111111"), "redacted");
 });
+
+test("an ordering key joins its lane: the second intent waits behind the first, as from Rust", async () => {
+  for (const key of ["lane-1", "lane-2"]) {
+    await inTransaction((c) =>
+      submit(c, { tenant: "ts", key, action: "pay", arguments: { amount: "1.00" }, orderingKey: "acct-7", config: intake }),
+    );
+  }
+  const path = join(tmpdir(), `${db.name}-lanes.toml`);
+  writeFileSync(path, CONFIG);
+  try {
+    for (const key of ["lane-1", "lane-2"]) {
+      await oncebox(
+        ["submit", "--config", path, "--tenant", "rust", "--action", "pay", "--arguments", '{"amount": "1.00"}', "--ordering-key", "acct-7", key],
+        { DATABASE_URL: db.url, ONCEBOX_REDACTION_KEYS: KEYS },
+      );
+    }
+  } finally {
+    rmSync(path);
+  }
+  const rows = async (tenant: string) =>
+    db.scalar(
+      `SELECT jsonb_agg(jsonb_build_object(
+         'intent', to_jsonb(i) - 'id' - 'tenant_id' - 'created_at' - 'updated_at' - 'lane_id',
+         'parked', (SELECT o.available_at = 'infinity' FROM oncebox.outbox o WHERE o.intent_id = i.id))
+         ORDER BY i.lane_seq)
+       FROM oncebox.intents i WHERE tenant_id = $1 AND idempotency_key LIKE 'lane-%'`,
+      [tenant],
+    );
+  const fromTs = (await rows("ts")) as { intent: { lane_seq: number }; parked: boolean }[];
+  assert.deepEqual(fromTs, await rows("rust"));
+  assert.deepEqual(
+    fromTs.map((r) => [r.intent.lane_seq, r.parked]),
+    [
+      [1, false],
+      [2, true],
+    ],
+  );
+});
