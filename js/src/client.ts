@@ -1,6 +1,6 @@
 import { InvalidIntent, OnceboxError } from "./errors.js";
 import { type Json, jsonText } from "./json.js";
-import type { Status } from "./model.js";
+import { type Status, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
 import { validateKey } from "./keys.js";
 
 /** An intent as the HTTP API answers it. */
@@ -223,7 +223,7 @@ function segment(s: string): string {
 }
 
 function settled(status: Status): boolean {
-  return ["succeeded", "failed", "cancelled", "expired", "rejected", "needs_review", "awaiting_approval"].includes(status);
+  return TERMINAL.has(status) || WAITING_FOR_A_PERSON.has(status);
 }
 
 /** Milliseconds from a Retry-After value (seconds, or an HTTP date). */

@@ -3,11 +3,11 @@ export class OnceboxError extends Error {
   override name = "OnceboxError";
 }
 
-/** A field of an intent is not acceptable; nothing was written. Never retry as is. */
-export class InvalidIntent extends OnceboxError {
-  override name = "InvalidIntent";
+/** An error about one named field: `field` says which, `reason` what is wrong. */
+export class FieldError extends OnceboxError {
+  override name = "FieldError";
   /**
-   * @param field The field at fault: `idempotency_key`, `action`, `arguments/amount`…
+   * @param field The field at fault.
    * @param reason What is wrong and what to do instead.
    */
   constructor(
@@ -18,19 +18,20 @@ export class InvalidIntent extends OnceboxError {
   }
 }
 
-/** The TOML configuration (or the redaction keys) cannot be used. */
-export class ConfigError extends OnceboxError {
+/**
+ * A field of an intent is not acceptable (`idempotency_key`, `action`, `arguments/amount`…);
+ * nothing was written. Never retry as is.
+ */
+export class InvalidIntent extends FieldError {
+  override name = "InvalidIntent";
+}
+
+/**
+ * The TOML configuration (or the redaction keys) cannot be used: `field` is the dotted path
+ * (`destinations.billing.timeout`), or line and column.
+ */
+export class ConfigError extends FieldError {
   override name = "ConfigError";
-  /**
-   * @param field The dotted path of the field (`destinations.billing.timeout`), or line and column.
-   * @param reason What is wrong.
-   */
-  constructor(
-    readonly field: string,
-    readonly reason: string,
-  ) {
-    super(`${field}: ${reason}`);
-  }
 }
 
 /** The key already names an intent with another request; nothing was written. */

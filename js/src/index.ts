@@ -1,6 +1,5 @@
 // oncebox for TypeScript: in-transaction submit for node-postgres on the same Rust core as the
 // Rust library and the Python package.
-export { ConfigError, InvalidIntent, KeyConflict, OnceboxError } from "./errors.js";
 export { Intake, type NewIntent, type Prepared } from "./intake.js";
 export { type Json, jsonText } from "./json.js";
 export { businessKey, canonicalJson, requestHash, stepKey, validateKey } from "./keys.js";
@@ -16,10 +15,15 @@ export {
 } from "./client.js";
 export {
   AwaitingApproval,
+  ConfigError,
+  FieldError,
   IntentCancelled,
   IntentError,
   IntentFailed,
+  InvalidIntent,
+  KeyConflict,
   NeedsReview,
+  OnceboxError,
   Rejected,
   WaitTimeout,
 } from "./errors.js";

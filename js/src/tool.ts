@@ -1,7 +1,4 @@
-import type { Client, RemoteIntent } from "./client.js";
-import {
-  ApiError,
-} from "./client.js";
+import { ApiError, type Client, type RemoteIntent } from "./client.js";
 import {
   AwaitingApproval,
   IntentCancelled,
