@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// A line of the chart.
 #[derive(Debug, Clone)]
@@ -34,12 +35,14 @@ pub(crate) struct Chart {
     pub(crate) x_desc: &'static str,
     /// What the y axis measures.
     pub(crate) y_desc: &'static str,
-    /// The legend at the right's middle, not its lower corner (where lines would run under it).
-    pub(crate) legend_mid: bool,
 }
 
-const WIDTH: u32 = 1100;
+const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 680;
+/// The strip right of the plot that holds the legend, so that no line ever runs under it.
+const LEGEND_WIDTH: u32 = 330;
+/// The height of one legend entry.
+const LEGEND_ROW: i32 = 26;
 
 fn colour(workers: u32) -> RGBColor {
     match workers {
@@ -74,12 +77,91 @@ fn prepare(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<((f64, f
     ))
 }
 
-/// Where `chart`'s legend goes.
-fn legend_position(chart: &Chart) -> SeriesLabelPosition {
-    match chart.legend_mid {
-        true => SeriesLabelPosition::MiddleRight,
-        false => SeriesLabelPosition::LowerRight,
+/// How an entry of the legend is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    /// A series: its line and its marker.
+    Line { colour: RGBColor, tail: bool },
+    /// The hollow square of a saturation point.
+    Saturation,
+    /// The grey cross of a goal.
+    Goal,
+}
+
+/// The legend's entries, in the order the chart draws them.
+fn keys(chart: &Chart) -> Vec<(String, Key)> {
+    let lines = chart.series.iter().map(|s| {
+        let key = Key::Line {
+            colour: colour(s.workers),
+            tail: s.tail,
+        };
+        (s.label.clone(), key)
+    });
+    let saturation = chart
+        .series
+        .iter()
+        .any(|s| s.saturation.is_some())
+        .then(|| {
+            (
+                "saturation (at the rate reached)".to_owned(),
+                Key::Saturation,
+            )
+        });
+    let goals = (!chart.goals.is_empty()).then(|| ("goal: p50 and p99".to_owned(), Key::Goal));
+    lines.chain(saturation).chain(goals).collect()
+}
+
+/// Draws the legend of `chart` into `area`, a strip of its own beside the plot: a framed list,
+/// one entry per row.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &Chart,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let keys = keys(chart);
+    let (top, left) = (40, 8);
+    let width = LEGEND_WIDTH as i32 - 2 * left;
+    let height = LEGEND_ROW * keys.len() as i32 + 12;
+    area.draw(&Rectangle::new(
+        [(left, top), (left + width, top + height)],
+        BLACK.stroke_width(1),
+    ))?;
+    let text = ("sans-serif", 15).into_font().color(&BLACK);
+    for (i, (label, key)) in keys.iter().enumerate() {
+        let y = top + 6 + LEGEND_ROW * i as i32 + LEGEND_ROW / 2;
+        let (x0, x1) = (left + 10, left + 40);
+        let mid = (x0 + x1) / 2;
+        match *key {
+            Key::Line { colour, tail } => {
+                let width = if tail { 1 } else { 3 };
+                area.draw(&PathElement::new(
+                    [(x0, y), (x1, y)],
+                    colour.stroke_width(width),
+                ))?;
+                if tail {
+                    area.draw(&TriangleMarker::new((mid, y), 6, colour.filled()))?;
+                } else {
+                    area.draw(&Circle::new((mid, y), 5, colour.filled()))?;
+                }
+            }
+            Key::Saturation => {
+                let style = RGBColor(60, 60, 60).stroke_width(2);
+                area.draw(&Rectangle::new([(mid - 6, y - 6), (mid + 6, y + 6)], style))?;
+            }
+            Key::Goal => {
+                area.draw(&Cross::new(
+                    (mid, y),
+                    6,
+                    RGBColor(90, 90, 90).stroke_width(2),
+                ))?;
+            }
+        }
+        area.draw(&Text::new(
+            label.as_str(),
+            (x1 + 10, y),
+            text.pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
     }
+    Ok(())
 }
 
 /// Draws `chart` into the PNG at `path` (its directory is created), with `font` (a TTF file's
@@ -92,8 +174,9 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(e)?;
-    let mut ctx = ChartBuilder::on(&root)
-        .caption(&chart.title, ("sans-serif", 22))
+    let below_title = root.titled(&chart.title, ("sans-serif", 22)).map_err(e)?;
+    let (plot, legend) = below_title.split_horizontally(WIDTH - LEGEND_WIDTH);
+    let mut ctx = ChartBuilder::on(&plot)
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
@@ -116,9 +199,7 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
         let c = colour(s.workers);
         let width = if s.tail { 1 } else { 3 };
         ctx.draw_series(LineSeries::new(s.points.clone(), c.stroke_width(width)))
-            .map_err(e)?
-            .label(&s.label)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], c.stroke_width(width)));
+            .map_err(e)?;
         if s.tail {
             ctx.draw_series(
                 s.points
@@ -138,13 +219,6 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
             .map_err(e)?;
         }
     }
-    if chart.series.iter().any(|s| s.saturation.is_some()) {
-        let hollow = RGBColor(60, 60, 60).stroke_width(2);
-        ctx.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-            .map_err(e)?
-            .label("saturation (at the rate reached)")
-            .legend(move |(x, y)| Rectangle::new([(x + 6, y - 6), (x + 18, y + 6)], hollow));
-    }
     if !chart.goals.is_empty() {
         let grey = RGBColor(90, 90, 90);
         ctx.draw_series(
@@ -153,17 +227,9 @@ pub(crate) fn draw(chart: &Chart, path: &Path, font: Vec<u8>) -> anyhow::Result<
                 .iter()
                 .map(|&(x, _, y)| Cross::new((x, y), 7, grey.stroke_width(2))),
         )
-        .map_err(e)?
-        .label("goal: p50 and p99")
-        .legend(move |(x, y)| Cross::new((x + 12, y), 6, grey.stroke_width(2)));
-    }
-    ctx.configure_series_labels()
-        .position(legend_position(chart))
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
         .map_err(e)?;
+    }
+    draw_legend(&legend, chart).map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
 }
@@ -200,7 +266,6 @@ mod tests {
             title: "test".into(),
             x_desc: "x",
             y_desc: "y",
-            legend_mid: false,
             series: vec![
                 Series {
                     label: "p50, 1 worker".into(),

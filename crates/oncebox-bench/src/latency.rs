@@ -509,7 +509,6 @@ fn chart_of(points: &[Point], seconds: u64) -> Chart {
         goals: GOALS.to_vec(),
         x_desc: "offered load, intents/s (saturation: at the rate achieved)",
         y_desc: "milliseconds, commit to arrival",
-        legend_mid: false,
     }
 }
 

@@ -318,6 +318,10 @@ pub(crate) async fn in_scratch<T>(
     result
 }
 
+/// The allocator of the benchmark binary, as of `oncebox`'s: what is measured is the product's own.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")

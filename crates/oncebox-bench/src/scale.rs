@@ -649,7 +649,6 @@ fn draw(a: &ScaleArgs, medians: &[Measured]) -> anyhow::Result<()> {
         goals: Vec::new(),
         x_desc: a.axis.description(),
         y_desc: "microseconds",
-        legend_mid: true,
     };
     crate::chart::draw(&chart, Path::new(&a.chart), font)
 }

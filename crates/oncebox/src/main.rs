@@ -16,6 +16,11 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, LogFormat};
 
+/// mimalloc, not glibc's malloc: a drain allocates per request (HTTP client, futures), and
+/// glibc's allocator took about a fifth of a worker's CPU (`docs/performance.md`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::from_env();
     init_tracing(cli.log_format);
