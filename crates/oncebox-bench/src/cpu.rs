@@ -1,8 +1,24 @@
-//! CPU use from Linux's /proc: the Postgres server's processes, and the whole machine's idle
-//! share, read before and after a measured stretch. `None` where there is no /proc.
+//! CPU use from Linux's /proc: the Postgres server's processes, this benchmark's own process
+//! (the worker and the receiver it runs in-process), and the whole machine's idle share, read
+//! before and after a measured stretch. `None` where there is no /proc.
 
 /// Clock ticks per second in /proc: 100 on every Linux this runs on (USER_HZ).
 const TICKS: f64 = 100.0;
+
+/// The user + system ticks of a /proc/PID/stat line, and the name in its parentheses.
+fn stat_ticks(stat: &str) -> Option<(&str, u64)> {
+    // pid (comm) state … utime stime: fields 14 and 15, counted after the ')'.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let mut next = || {
+        fields
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Some((name, next() + next()))
+}
 
 /// CPU seconds (user + system) used so far by the processes named `postgres` — the server and
 /// its backends.
@@ -12,23 +28,18 @@ fn postgres_cpu_seconds() -> Option<f64> {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // pid (comm) state … utime stime: fields 14 and 15, counted after the ')'.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if !head.ends_with("(postgres") {
-            continue;
+        match stat_ticks(&stat) {
+            Some(("postgres", t)) => ticks += t,
+            _ => continue,
         }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        ticks += field(11) + field(12);
     }
     Some(ticks as f64 / TICKS)
+}
+
+/// CPU seconds (user + system, all threads) used so far by this process.
+fn own_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    Some(stat_ticks(&stat)?.1 as f64 / TICKS)
 }
 
 /// A reading of the machine's and Postgres's CPU counters.
@@ -40,6 +51,8 @@ pub(crate) struct CpuReading {
     idle: u64,
     /// Postgres's CPU seconds so far.
     postgres: f64,
+    /// This process's CPU seconds so far.
+    own: f64,
 }
 
 /// CPU used between two readings.
@@ -49,6 +62,9 @@ pub(crate) struct CpuUse {
     pub(crate) idle_share: f64,
     /// Postgres's CPU time per unit of work, in milliseconds.
     pub(crate) postgres_ms_per_unit: f64,
+    /// This process's CPU time per unit of work, in milliseconds: the worker, and whatever
+    /// else the benchmark runs in-process (the receiver, submitters).
+    pub(crate) process_ms_per_unit: f64,
 }
 
 impl CpuReading {
@@ -67,15 +83,18 @@ impl CpuReading {
             total: ticks.iter().take(8).sum(),
             idle: ticks.get(3)? + ticks.get(4)?,
             postgres: postgres_cpu_seconds()?,
+            own: own_cpu_seconds()?,
         })
     }
 
     /// What was used from this reading to `later`, over `units` of work.
     pub(crate) fn until(self, later: CpuReading, units: usize) -> CpuUse {
         let total = later.total.saturating_sub(self.total).max(1) as f64;
+        let per_unit = |seconds: f64| seconds * 1000.0 / units.max(1) as f64;
         CpuUse {
             idle_share: later.idle.saturating_sub(self.idle) as f64 / total,
-            postgres_ms_per_unit: (later.postgres - self.postgres) * 1000.0 / units.max(1) as f64,
+            postgres_ms_per_unit: per_unit(later.postgres - self.postgres),
+            process_ms_per_unit: per_unit(later.own - self.own),
         }
     }
 }
@@ -90,15 +109,26 @@ mod tests {
             total: 1_000,
             idle: 400,
             postgres: 2.0,
+            own: 1.0,
         };
         let b = CpuReading {
             total: 1_200,
             idle: 450,
             postgres: 2.5,
+            own: 1.25,
         };
         let used = a.until(b, 1_000);
         assert!((used.idle_share - 0.25).abs() < 1e-9, "{used:?}");
         assert!((used.postgres_ms_per_unit - 0.5).abs() < 1e-9, "{used:?}");
+        assert!((used.process_ms_per_unit - 0.25).abs() < 1e-9, "{used:?}");
+    }
+
+    #[test]
+    fn a_stat_line_gives_its_name_and_user_plus_system_ticks() {
+        // A name with spaces and a ')' in it, as comm may be.
+        let line = "42 (post gres)) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 9";
+        assert_eq!(stat_ticks(line), Some(("post gres)", 12)));
+        assert_eq!(stat_ticks("garbage"), None);
     }
 
     #[test]
@@ -106,5 +136,6 @@ mod tests {
         let a = CpuReading::now().expect("/proc on Linux");
         let b = CpuReading::now().expect("/proc on Linux");
         assert!(a.idle <= a.total && b.total >= a.total && b.postgres >= a.postgres);
+        assert!(b.own >= a.own);
     }
 }

@@ -195,6 +195,10 @@ fn print_cpu(cpu: Option<CpuUse>) {
             "  Postgres CPU per delivery (ms, whole drain)                 {:>9.3}",
             c.postgres_ms_per_unit
         );
+        println!(
+            "  this process's CPU per delivery (ms: worker and receiver)   {:>9.3}",
+            c.process_ms_per_unit
+        );
     }
 }
 

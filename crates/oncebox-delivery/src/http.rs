@@ -114,7 +114,7 @@ pub struct DeliveryRequest<'a> {
 pub struct HttpDestination {
     name: String,
     client: reqwest::Client,
-    url: String,
+    url: reqwest::Url,
     method: reqwest::Method,
     headers: HeaderMap,
     honours_keys: bool,
@@ -206,6 +206,37 @@ pub(crate) fn signature_headers(signer: &Signer, key: &str, body: &[u8]) -> Head
     headers
 }
 
+/// `Idempotency-Key`.
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// `X-Oncebox-Tenant`.
+pub(crate) const TENANT: HeaderName = HeaderName::from_static("x-oncebox-tenant");
+/// `X-Oncebox-Action`.
+pub(crate) const ACTION: HeaderName = HeaderName::from_static("x-oncebox-action");
+/// `X-Oncebox-Attempt`.
+pub(crate) const ATTEMPT: HeaderName = HeaderName::from_static("x-oncebox-attempt");
+/// `X-Oncebox-Request-Hash`.
+pub(crate) const REQUEST_HASH: HeaderName = HeaderName::from_static("x-oncebox-request-hash");
+
+/// The headers every attempt carries: key, tenant, action, attempt, request hash and the JSON
+/// content type.
+///
+/// # Errors
+/// The name of the first field whose value is not valid in an HTTP header.
+pub(crate) fn request_headers(req: &DeliveryRequest<'_>) -> Result<HeaderMap, &'static str> {
+    let value = |field: &'static str, v: &str| HeaderValue::from_str(v).map_err(|_| field);
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(
+        IDEMPOTENCY_KEY,
+        value("idempotency_key", req.idempotency_key)?,
+    );
+    headers.insert(TENANT, value("tenant_id", req.tenant_id)?);
+    headers.insert(ACTION, value("action", req.action)?);
+    headers.insert(ATTEMPT, HeaderValue::from(req.attempt));
+    headers.insert(REQUEST_HASH, value("request_hash", req.request_hash)?);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(headers)
+}
+
 impl HttpDestination {
     /// Builds the adapter for destination `name`. Header values must already be resolved
     /// ([`oncebox_core::config::Config::resolve_env`]).
@@ -226,7 +257,8 @@ impl HttpDestination {
         Ok(HttpDestination {
             name: name.to_owned(),
             client,
-            url: dest.url.as_str().to_owned(),
+            url: reqwest::Url::parse(dest.url.as_str())
+                .map_err(|e| BuildError::new(name, "url", &e.to_string()))?,
             method: match dest.method {
                 HttpMethod::Post => reqwest::Method::POST,
                 HttpMethod::Put => reqwest::Method::PUT,
@@ -293,23 +325,25 @@ impl HttpDestination {
                 };
             }
         };
-        let mut request = self
-            .client
-            .request(self.method.clone(), &self.url)
-            .headers(self.headers.clone());
+        let mut headers = self.headers.clone();
         if let Some(signer) = &self.signer {
-            request = request.headers(signature_headers(signer, req.idempotency_key, &body));
+            headers.extend(signature_headers(signer, req.idempotency_key, &body));
         }
-        let sent = request
-            .header("Idempotency-Key", req.idempotency_key)
-            .header("X-Oncebox-Tenant", req.tenant_id)
-            .header("X-Oncebox-Action", req.action)
-            .header("X-Oncebox-Attempt", req.attempt.to_string())
-            .header("X-Oncebox-Request-Hash", req.request_hash)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await;
+        match request_headers(req) {
+            Ok(own) => headers.extend(own),
+            Err(field) => {
+                return DeliveryOutcome::Permanent {
+                    error: AttemptError::new(
+                        ErrorCode::PolicyRejected,
+                        format!("{field} is not valid in an HTTP header"),
+                    ),
+                };
+            }
+        }
+        let mut request = reqwest::Request::new(self.method.clone(), self.url.clone());
+        *request.headers_mut() = headers;
+        *request.body_mut() = Some(body.into());
+        let sent = self.client.execute(request).await;
         match sent {
             Ok(response) => self.answer(response).await,
             Err(e) => classify_transport_error(e),

@@ -18,7 +18,7 @@ use oncebox_core::DeliveryOutcome;
 use oncebox_core::config::{self, McpConfig};
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use oncebox_core::retry::RetryAfter;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::{Value, json};
 
 use crate::classify::{StatusClass, StatusOverrides, classify_status};
@@ -241,21 +241,44 @@ impl McpClient {
         id: Option<u64>,
         extra: &[(&'static str, &str)],
     ) -> (Exchange, Option<HeaderValue>) {
-        let mut request = self
+        // The protocol's own headers replace configured ones of the same name, never join them.
+        let mut own = HeaderMap::with_capacity(4 + extra.len());
+        own.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        own.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(session) = session {
+            if let Some(id) = &session.id {
+                own.insert(HeaderName::from_static("mcp-session-id"), id.clone());
+            }
+            own.insert(
+                HeaderName::from_static("mcp-protocol-version"),
+                session.version.clone(),
+            );
+        }
+        for (name, value) in extra {
+            let (Ok(header), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) else {
+                let detail = format!("{name} is not valid in an HTTP header");
+                let error = AttemptError::new(ErrorCode::PolicyRejected, detail);
+                return (
+                    Exchange::NotSent {
+                        error,
+                        permanent: true,
+                    },
+                    None,
+                );
+            };
+            own.insert(header, value);
+        }
+        let request = self
             .client
             .post(&self.url)
             .headers(self.headers.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json");
-        if let Some(session) = session {
-            if let Some(id) = &session.id {
-                request = request.header("mcp-session-id", id.clone());
-            }
-            request = request.header("mcp-protocol-version", session.version.clone());
-        }
-        for (name, value) in extra {
-            request = request.header(*name, *value);
-        }
+            .headers(own);
         let body = serde_json::to_vec(message).unwrap_or_default();
         let mut response = match request.body(body).send().await {
             Ok(response) => response,

@@ -293,3 +293,93 @@ async fn a_lookup_answer_past_the_limit_is_refused_as_it_arrives() {
         "{refused:?}"
     );
 }
+
+/// A server that keeps the headers of every request it gets and answers 201.
+async fn header_recorder() -> (String, Arc<std::sync::Mutex<Vec<axum::http::HeaderMap>>>) {
+    let seen: Arc<std::sync::Mutex<Vec<axum::http::HeaderMap>>> = Arc::default();
+    let keep = seen.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/in", listener.local_addr().expect("addr"));
+    let app = Router::new().route(
+        "/in",
+        axum::routing::post(move |headers: axum::http::HeaderMap| async move {
+            keep.lock().expect("lock").push(headers);
+            StatusCode::CREATED
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+/// Every attempt carries the key, tenant, action, attempt, request hash and the JSON content
+/// type, once each; a configured header of the same name does not replace or double them.
+#[tokio::test]
+async fn an_attempt_carries_its_own_headers_once_whatever_is_configured() {
+    let (url, seen) = header_recorder().await;
+    let dest = http_destination(
+        &url,
+        "[destinations.r.headers]\nIdempotency-Key = \"configured\"\nX-Oncebox-Tenant = \"other\"\n\
+         Authorization = \"Bearer t\"",
+    );
+    let arguments = json!({"order": 1});
+    let mut req = request(&arguments);
+    req.attempt = 7;
+    let o = dest.deliver(&req, Duration::from_secs(5)).await;
+    assert!(matches!(o, DeliveryOutcome::Succeeded { .. }), "{o:?}");
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1);
+    let all = |n: &str| -> Vec<&str> {
+        seen[0]
+            .get_all(n)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    };
+    assert_eq!(all("idempotency-key"), ["k-1"]);
+    assert_eq!(all("x-oncebox-tenant"), ["t1"]);
+    assert_eq!(all("x-oncebox-action"), ["create_invoice"]);
+    assert_eq!(all("x-oncebox-attempt"), ["7"]);
+    assert_eq!(all("x-oncebox-request-hash"), ["h"]);
+    assert_eq!(all("content-type"), ["application/json"]);
+    assert_eq!(all("authorization"), ["Bearer t"]);
+}
+
+/// A key or tenant that cannot be an HTTP header value (a line break, NUL, DEL) fails for good
+/// naming the field, and nothing is sent: sending it would be refused by the client, and no
+/// retry could change it.
+#[tokio::test]
+async fn a_value_that_cannot_be_a_header_fails_for_good_and_sends_nothing() {
+    let (url, seen) = header_recorder().await;
+    let dest = http_destination(&url, "");
+    let arguments = json!({});
+    for (field, bad) in [
+        ("idempotency_key", "k\r\nX-Injected: 1"),
+        ("idempotency_key", "k\0"),
+        ("tenant_id", "t\x7f"),
+        ("action", "a\n"),
+    ] {
+        let mut req = request(&arguments);
+        match field {
+            "idempotency_key" => req.idempotency_key = bad,
+            "tenant_id" => req.tenant_id = bad,
+            _ => req.action = bad,
+        }
+        let o = dest.deliver(&req, Duration::from_secs(5)).await;
+        match &o {
+            DeliveryOutcome::Permanent { error } => {
+                assert_eq!(error.code, oncebox_core::outcome::ErrorCode::PolicyRejected);
+                assert!(error.detail.starts_with(field), "{field}: {o:?}");
+            }
+            other => panic!("{field} {bad:?}: {other:?}"),
+        }
+    }
+    assert!(seen.lock().expect("lock").is_empty());
+    // The same destination still delivers a valid request.
+    let o = dest
+        .deliver(&request(&arguments), Duration::from_secs(5))
+        .await;
+    assert!(matches!(o, DeliveryOutcome::Succeeded { .. }), "{o:?}");
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+}

@@ -33,7 +33,8 @@ enum Script {
 #[derive(Default)]
 struct Seen {
     sessions: u32,
-    /// (session id header, `_meta`, idempotency-key header) of each call that ran.
+    /// (session id header, `_meta`, idempotency-key headers joined by ", ") of each call that
+    /// ran.
     calls: Vec<(Option<String>, Value, Option<String>)>,
 }
 
@@ -73,10 +74,15 @@ async fn handle(State(s): State<Server>, headers: HeaderMap, Json(msg): Json<Val
                 return StatusCode::NOT_FOUND.into_response();
             }
             assert_eq!(text("mcp-protocol-version").as_deref(), Some("2025-06-18"));
+            let keys: Vec<&str> = headers
+                .get_all("idempotency-key")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
             let call = (
                 session,
                 msg["params"]["_meta"].clone(),
-                text("idempotency-key"),
+                (!keys.is_empty()).then(|| keys.join(", ")),
             );
             s.seen.lock().expect("lock").calls.push(call);
             let ok = json!({"content": [{"type": "text", "text": "{\"ticket\":\"T-9\"}"}],
@@ -123,9 +129,14 @@ async fn serve(script: Script) -> (String, Arc<Mutex<Seen>>) {
 }
 
 fn destination(url: &str) -> McpDestination {
+    destination_with(url, "")
+}
+
+/// The destination at `url` with `extra` TOML after its table.
+fn destination_with(url: &str, extra: &str) -> McpDestination {
     let text = format!(
         "[destinations.d]\nkind = \"mcp\"\nurl = \"{url}\"\ntool = \"create_ticket\"\n\
-         idempotency = \"key\"\ntimeout = \"2s\"\nreference_pointer = \"/ticket\"\n"
+         idempotency = \"key\"\ntimeout = \"2s\"\nreference_pointer = \"/ticket\"\n{extra}"
     );
     let config = Config::from_toml(&text).expect("config");
     let Destination::Mcp(mcp) = &config.destinations["d"] else {
@@ -154,7 +165,11 @@ fn code(o: &DeliveryOutcome) -> Option<ErrorCode> {
 #[tokio::test]
 async fn a_call_carries_the_key_in_meta_and_its_result_is_the_effect() {
     let (url, seen) = serve(Script::Json).await;
-    let dest = destination(&url);
+    // A configured header of the key's name is replaced by the call's key, not sent beside it.
+    let dest = destination_with(
+        &url,
+        "[destinations.d.headers]\nIdempotency-Key = \"configured\"\n",
+    );
     for (key, attempt) in [("k-1", 1), ("k-2", 3)] {
         match call(&dest, key, attempt).await {
             DeliveryOutcome::Succeeded {
