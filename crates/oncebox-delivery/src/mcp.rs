@@ -241,39 +241,13 @@ impl McpClient {
         id: Option<u64>,
         extra: &[(&'static str, &str)],
     ) -> (Exchange, Option<HeaderValue>) {
-        // The protocol's own headers replace configured ones of the same name, never join them.
-        let mut own = HeaderMap::with_capacity(4 + extra.len());
-        own.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        own.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(session) = session {
-            if let Some(id) = &session.id {
-                own.insert(HeaderName::from_static("mcp-session-id"), id.clone());
+        let own = match own_headers(session, extra) {
+            Ok(own) => own,
+            Err(error) => {
+                let permanent = true;
+                return (Exchange::NotSent { error, permanent }, None);
             }
-            own.insert(
-                HeaderName::from_static("mcp-protocol-version"),
-                session.version.clone(),
-            );
-        }
-        for (name, value) in extra {
-            let (Ok(header), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) else {
-                let detail = format!("{name} is not valid in an HTTP header");
-                let error = AttemptError::new(ErrorCode::PolicyRejected, detail);
-                return (
-                    Exchange::NotSent {
-                        error,
-                        permanent: true,
-                    },
-                    None,
-                );
-            };
-            own.insert(header, value);
-        }
+        };
         let request = self
             .client
             .post(&self.url)
@@ -457,6 +431,44 @@ fn session_refused(answer: Exchange) -> Exchange {
 }
 
 /// A transport error as an exchange: before the request left, or after.
+/// The protocol's headers of one request: the accepted answers, the JSON body, the session's
+/// id and version, and `extra` (such as `Idempotency-Key`). They replace configured headers of
+/// the same name, never join them.
+///
+/// # Errors
+/// A policy refusal naming the `extra` header that cannot be sent.
+fn own_headers(
+    session: Option<&Session>,
+    extra: &[(&'static str, &str)],
+) -> Result<HeaderMap, AttemptError> {
+    let mut own = HeaderMap::with_capacity(4 + extra.len());
+    own.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    own.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(session) = session {
+        if let Some(id) = &session.id {
+            own.insert(HeaderName::from_static("mcp-session-id"), id.clone());
+        }
+        own.insert(
+            HeaderName::from_static("mcp-protocol-version"),
+            session.version.clone(),
+        );
+    }
+    for (name, value) in extra {
+        let (Ok(header), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) else {
+            let detail = format!("{name} is not valid in an HTTP header");
+            return Err(AttemptError::new(ErrorCode::PolicyRejected, detail));
+        };
+        own.insert(header, value);
+    }
+    Ok(own)
+}
+
 fn transport(e: reqwest::Error) -> Exchange {
     match classify_transport_error(e) {
         DeliveryOutcome::RetryBeforeExecution { error, .. } => Exchange::NotSent {
@@ -667,4 +679,28 @@ fn content_text(result: &Value) -> String {
 /// At most 512 bytes of `text`, cut at a character boundary.
 fn excerpt(text: &str) -> String {
     excerpt_of(text, 512)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_headers_take_any_case_and_refuse_what_cannot_be_sent_naming_it() {
+        let own = own_headers(None, &[("Idempotency-Key", "k-1")]).expect("valid");
+        assert_eq!(
+            own.get("idempotency-key").map(|v| v.as_bytes()),
+            Some(&b"k-1"[..])
+        );
+        assert_eq!(own.get_all(CONTENT_TYPE).iter().count(), 1);
+        for (name, value) in [
+            ("idempotency-key", "k\r\nx: 1"),
+            ("idempotency-key", "k\0"),
+            ("bad name", "v"),
+        ] {
+            let error = own_headers(None, &[(name, value)]).expect_err(value);
+            assert_eq!(error.code, ErrorCode::PolicyRejected);
+            assert!(error.detail.starts_with(name), "{error:?}");
+        }
+    }
 }
