@@ -44,6 +44,56 @@ pub(crate) fn client(
         .map_err(|e| BuildError::new(name, "kind", &format!("cannot build the HTTP client: {e}")))
 }
 
+/// The pooled client an HTTP destination delivers with: hyper's, over rustls with the
+/// platform's trust store (as every other client here), HTTP/2 when the server offers it over
+/// TLS. It follows no redirect. Deliveries are the hot path, so the adapter drives hyper without
+/// reqwest's layers (which parse each request's URL again, keep redirect state and box futures).
+pub(crate) type DeliveryClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+/// Builds the [`DeliveryClient`] of destination `name`: connections time out after
+/// `connect_timeout`, up to 256 are kept idle, each for at most 90 s.
+///
+/// # Errors
+/// [`BuildError`] when the TLS setup cannot be built (no usable trust store).
+pub(crate) fn delivery_client(
+    name: &str,
+    connect_timeout: Duration,
+) -> Result<DeliveryClient, BuildError> {
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
+    let tls_error = |e: rustls::Error| {
+        BuildError::new(name, "kind", &format!("cannot build the HTTP client: {e}"))
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).map_err(tls_error)?;
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(tls_error)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(tcp);
+    Ok(
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(256)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .build(connector),
+    )
+}
+
 /// A URL as errors show it: scheme, host, port and path — never the user, password, query or
 /// fragment, where credentials such as `?api_key=` live.
 pub fn shown(url: &reqwest::Url) -> String {
@@ -113,9 +163,12 @@ pub struct DeliveryRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct HttpDestination {
     name: String,
-    client: reqwest::Client,
-    url: reqwest::Url,
-    method: reqwest::Method,
+    /// Boxed: hyper's client carries its settings inline, hundreds of bytes.
+    client: Arc<DeliveryClient>,
+    uri: hyper::Uri,
+    /// The URL as errors show it ([`shown`]).
+    shown_url: String,
+    method: hyper::Method,
     headers: HeaderMap,
     honours_keys: bool,
     timeout: Duration,
@@ -248,21 +301,17 @@ impl HttpDestination {
         let timeout = dest.timeout.get();
         let headers = header_map(name, "headers", &dest.headers)?;
         let signer = signer(name, dest)?;
-        let client = client(
-            name,
-            client_builder()
-                .pool_max_idle_per_host(256)
-                .connect_timeout(timeout.min(Duration::from_secs(5))),
-        )?;
+        let client = Arc::new(delivery_client(name, timeout.min(Duration::from_secs(5)))?);
         Ok(HttpDestination {
             name: name.to_owned(),
             client,
-            url: reqwest::Url::parse(dest.url.as_str())
-                .map_err(|e| BuildError::new(name, "url", &e.to_string()))?,
+            uri: request_uri(dest.url.as_str())
+                .map_err(|reason| BuildError::new(name, "url", &reason))?,
+            shown_url: shown_text(dest.url.as_str()),
             method: match dest.method {
-                HttpMethod::Post => reqwest::Method::POST,
-                HttpMethod::Put => reqwest::Method::PUT,
-                HttpMethod::Patch => reqwest::Method::PATCH,
+                HttpMethod::Post => hyper::Method::POST,
+                HttpMethod::Put => hyper::Method::PUT,
+                HttpMethod::Patch => hyper::Method::PATCH,
             },
             headers,
             honours_keys: dest.idempotency.honours_keys(),
@@ -340,18 +389,21 @@ impl HttpDestination {
                 };
             }
         }
-        let mut request = reqwest::Request::new(self.method.clone(), self.url.clone());
+        let mut request = hyper::Request::new(http_body_util::Full::new(body.into()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = headers;
-        *request.body_mut() = Some(body.into());
-        let sent = self.client.execute(request).await;
-        match sent {
+        match self.client.request(request).await {
             Ok(response) => self.answer(response).await,
-            Err(e) => classify_transport_error(e),
+            Err(e) => classify_client_error(&self.method, &self.shown_url, &e),
         }
     }
 
     /// Classifies an answer: its status, then its body (read within bounds).
-    async fn answer(&self, mut response: reqwest::Response) -> DeliveryOutcome {
+    async fn answer(
+        &self,
+        mut response: hyper::Response<hyper::body::Incoming>,
+    ) -> DeliveryOutcome {
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -380,7 +432,7 @@ impl HttpDestination {
             Err(e) if matches!(class, StatusClass::Success | StatusClass::Unknown) => {
                 return unknown(
                     ErrorCode::ConnectionReset,
-                    format!("answer broke off: {}", error_text(e)),
+                    format!("answer broke off: {}", error_chain(&e)),
                     Some(status),
                 );
             }
@@ -447,6 +499,19 @@ impl HttpDestination {
     }
 }
 
+/// The request target of destination URL `url`: the URL as hyper takes it, without its fragment
+/// (never sent).
+///
+/// # Errors
+/// Why the URL cannot be a request target.
+fn request_uri(url: &str) -> Result<hyper::Uri, String> {
+    let mut url = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
+    url.set_fragment(None);
+    url.as_str()
+        .parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())
+}
+
 /// The external reference at pointer `p` of an answer: a string, or a number as text.
 pub(crate) fn reference_at(answer: &Value, p: &str) -> Option<String> {
     match answer.pointer(p) {
@@ -473,16 +538,20 @@ struct Body {
 /// Reads an answer's body, keeping at most [`MAX_RESPONSE_BYTES`]; with `completion`, reads an
 /// event stream until that event (whose data is returned) or its end.
 async fn read_body(
-    response: &mut reqwest::Response,
+    response: &mut hyper::Response<hyper::body::Incoming>,
     completion: Option<&str>,
-) -> Result<Body, reqwest::Error> {
+) -> Result<Body, hyper::Error> {
+    use http_body_util::BodyExt;
     let mut body = Body {
         bytes: Vec::new(),
         truncated: false,
         completed: None,
     };
     let mut sse = SseParser::new(MAX_RESPONSE_BYTES);
-    while let Some(chunk) = response.chunk().await? {
+    while let Some(frame) = response.body_mut().frame().await {
+        let Ok(chunk) = frame?.into_data() else {
+            continue; // trailers
+        };
         if let Some(target) = completion {
             if let Some(data) = sse.feed(&chunk, target) {
                 body.completed = Some(data);
@@ -540,11 +609,46 @@ pub(crate) fn unknown(
 /// A transport error: before the request could have left (connect, DNS, TLS) it is safe to
 /// retry; after (timeout, reset, reused connection closed) the outcome is unknown.
 pub(crate) fn classify_transport_error(e: reqwest::Error) -> DeliveryOutcome {
-    let (connect, timeout) = (e.is_connect(), e.is_timeout());
-    let chain = error_text(e);
+    let (connect, timeout, tls) = (e.is_connect(), e.is_timeout(), tls_failed(&e));
+    classify_failure(connect, timeout, tls, error_text(e))
+}
+
+/// [`classify_transport_error`] for the [`DeliveryClient`]'s errors, which do not carry the
+/// URL: the detail starts with the method and the URL as [`shown`].
+fn classify_client_error(
+    method: &hyper::Method,
+    shown_url: &str,
+    e: &hyper_util::client::legacy::Error,
+) -> DeliveryOutcome {
+    let chain = format!("{method} {shown_url}: {}", error_chain(e));
+    classify_failure(e.is_connect(), false, tls_failed(e), chain)
+}
+
+/// Whether `e` or an error under it is rustls' (a handshake or certificate failure). An I/O
+/// error is looked into (its `source` passes over the error it wraps).
+fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(error) = at {
+        if error.is::<rustls::Error>() {
+            return true;
+        }
+        at = match error.downcast_ref::<std::io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as _),
+            None => error.source(),
+        };
+    }
+    false
+}
+
+/// The outcome of a request that got no answer: connecting failed (`connect`: safe to retry;
+/// TLS when `tls`, else DNS or refused as `chain` tells), it timed out, or the connection broke
+/// (unknown).
+fn classify_failure(connect: bool, timeout: bool, tls: bool, chain: String) -> DeliveryOutcome {
     if connect {
         let lower = chain.to_lowercase();
-        let code = if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup")
+        let code = if tls {
+            ErrorCode::Tls
+        } else if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup")
         {
             ErrorCode::Dns
         } else if lower.contains("tls")

@@ -200,3 +200,38 @@ async fn a_key_honouring_receiver_replays_instead_of_executing_again() {
     );
     assert_eq!(rx.effects().get("k"), Some(&1), "one effect for two sends");
 }
+
+/// Failures before the request can have left are retried before execution, each named: a name
+/// that does not resolve is `dns`, a server that answers a TLS hello with something else `tls`.
+#[tokio::test]
+async fn a_name_that_does_not_resolve_or_a_server_without_tls_is_retried_before_execution() {
+    let dest = destination("http://no-such-host.invalid/x", "");
+    let o = send(&dest, "k", json!({})).await;
+    assert_eq!(code(&o), Some(ErrorCode::Dns), "{o:?}");
+    assert!(matches!(o, DeliveryOutcome::RetryBeforeExecution { .. }));
+
+    // A plain-text server on an https:// URL: it answers the hello with an HTTP error.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut hello = [0u8; 512];
+            let _ = stream.read(&mut hello).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let dest = destination(&format!("https://127.0.0.1:{port}/x"), "");
+    let o = send(&dest, "k", json!({})).await;
+    assert_eq!(code(&o), Some(ErrorCode::Tls), "{o:?}");
+    assert!(matches!(o, DeliveryOutcome::RetryBeforeExecution { .. }));
+    let detail = &o.error().expect("an error").detail;
+    assert!(
+        detail.starts_with(&format!("POST https://127.0.0.1:{port}/x: ")),
+        "{detail}"
+    );
+}
