@@ -19,6 +19,7 @@ async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
         drop_rate: 0.10,
         seed: 42,
         lookup_token: None,
+        keep_no_bodies: false,
     })
     .await
     .expect("receiver");

@@ -354,6 +354,7 @@ pub(crate) async fn noop_sink(
 pub(crate) async fn noop_receiver() -> anyhow::Result<Receiver> {
     Receiver::start(ReceiverConfig {
         honours_keys: true,
+        keep_no_bodies: true,
         ..ReceiverConfig::default()
     })
     .await

@@ -648,8 +648,7 @@ fn classify_failure(connect: bool, timeout: bool, tls: bool, chain: String) -> D
         let lower = chain.to_lowercase();
         let code = if tls {
             ErrorCode::Tls
-        } else if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup")
-        {
+        } else if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup") {
             ErrorCode::Dns
         } else if lower.contains("tls")
             || lower.contains("certificate")

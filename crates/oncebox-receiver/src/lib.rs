@@ -51,6 +51,11 @@ pub struct ReceiverConfig {
     /// When set, `GET /effects` (the lookup) answers 401 unless it carries
     /// `Authorization: Bearer <token>` — a lookup endpoint that needs a credential.
     pub lookup_token: Option<String>,
+    /// Keep no copy of request bodies: [`Seen::body`] is null and the lookup answers each
+    /// effect with its id alone, while keys, counts, faults and timings are kept as always. For
+    /// benchmarks, whose hundreds of thousands of requests would otherwise be copied twice each
+    /// into memory that the receiver, in the benchmark's own process, pays for.
+    pub keep_no_bodies: bool,
 }
 
 /// What the receiver does with one request.
@@ -346,13 +351,19 @@ fn execute(
     if executed {
         let times = if fault == Fault::Double { 2 } else { 1 };
         *st.effects.entry(key.to_owned()).or_insert(0) += times;
+        let kept = match config.keep_no_bodies {
+            true => Value::Object(serde_json::Map::new()),
+            false => body.clone(),
+        };
+        let bodies = st.bodies.entry(key.to_owned()).or_default();
         for _ in 0..times {
-            st.bodies
-                .entry(key.to_owned())
-                .or_default()
-                .push(body.clone());
+            bodies.push(kept.clone());
         }
     }
+    let body = match config.keep_no_bodies {
+        true => Value::Null,
+        false => body,
+    };
     st.seen.push(Seen {
         key: key.to_owned(),
         attempt,

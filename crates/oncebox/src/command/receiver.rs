@@ -41,6 +41,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
         drop_rate: args.drop_rate,
         seed: u64::from(std::process::id()),
         lookup_token: args.lookup_token,
+        keep_no_bodies: false,
     };
     let rx = oncebox_receiver::Receiver::start_on(args.listen, config)
         .await

@@ -205,6 +205,7 @@ impl Demo {
                 drop_rate: 0.10,
                 seed,
                 lookup_token: None,
+                keep_no_bodies: false,
             })
             .await
             .context("cannot start a reference receiver")

@@ -1,0 +1,90 @@
+//! What the receiver keeps of each request, over a real socket.
+
+use oncebox_receiver::{Receiver, ReceiverConfig};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One request on a connection of its own; the answer's body as JSON, or null when the
+/// connection was closed without an answer.
+async fn exchange(rx: &Receiver, head: &str, body: &str) -> Value {
+    let addr = rx
+        .url()
+        .trim_start_matches("http://")
+        .replace("/effects", "");
+    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let request = format!(
+        "{head}\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    // The receiver keeps connections open: read the head, then Content-Length bytes.
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await.expect("answer");
+        if n == 0 {
+            assert!(answer.is_empty(), "the answer broke off");
+            return Value::Null;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&answer);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("a Content-Length");
+        if body.len() >= length {
+            return serde_json::from_str(&body[..length]).expect("a JSON answer");
+        }
+    }
+}
+
+async fn post(rx: &Receiver, key: &str, body: &str) -> Value {
+    let head = format!("POST /effects HTTP/1.1\r\nIdempotency-Key: {key}");
+    exchange(rx, &head, body).await
+}
+
+#[tokio::test]
+async fn a_receiver_keeping_no_bodies_still_counts_replays_and_looks_up_every_effect() {
+    for keep_no_bodies in [false, true] {
+        let rx = Receiver::start(ReceiverConfig {
+            honours_keys: true,
+            keep_no_bodies,
+            ..ReceiverConfig::default()
+        })
+        .await
+        .expect("receiver");
+        let first = post(&rx, "k-1", r#"{"n": 1}"#).await;
+        let again = post(&rx, "k-1", r#"{"n": 1}"#).await;
+        let doubled = post(&rx, "k-2", r#"{"n": 2, "faults": ["double"]}"#).await;
+        assert!(doubled.is_null(), "a double effect goes unanswered");
+        assert_eq!(first["replayed"], false);
+        assert_eq!(again["replayed"], true, "the key is honoured");
+        assert_eq!(rx.effects().get("k-1"), Some(&1));
+        assert_eq!(rx.effects().get("k-2"), Some(&2));
+        let seen = rx.seen();
+        assert_eq!(seen.len(), 3, "every request is seen");
+        let found = exchange(&rx, "GET /effects?key=k-2 HTTP/1.1", "").await;
+        let ids: Vec<&Value> = found["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|e| &e["id"])
+            .collect();
+        assert_eq!(ids, ["ref-k-2", "ref-k-2-2"], "both effects are found");
+        match keep_no_bodies {
+            false => {
+                assert_eq!(seen[0].body["n"], 1);
+                assert_eq!(found["data"][0]["n"], 2);
+            }
+            true => {
+                assert!(seen.iter().all(|s| s.body.is_null()), "no body is kept");
+                assert_eq!(found["data"][0].as_object().map(|o| o.len()), Some(1));
+            }
+        }
+    }
+}
