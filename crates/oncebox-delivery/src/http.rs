@@ -163,7 +163,7 @@ pub struct DeliveryRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct HttpDestination {
     name: String,
-    /// Boxed: hyper's client carries its settings inline, hundreds of bytes.
+    /// Shared (behind an `Arc`): hyper's client carries its settings inline, hundreds of bytes.
     client: Arc<DeliveryClient>,
     uri: hyper::Uri,
     /// The URL as errors show it ([`shown`]).
