@@ -166,8 +166,6 @@ pub struct HttpDestination {
     /// Shared (behind an `Arc`): hyper's client carries its settings inline, hundreds of bytes.
     client: Arc<DeliveryClient>,
     uri: hyper::Uri,
-    /// The URL as errors show it ([`shown`]).
-    shown_url: String,
     method: hyper::Method,
     headers: HeaderMap,
     honours_keys: bool,
@@ -307,7 +305,6 @@ impl HttpDestination {
             client,
             uri: request_uri(dest.url.as_str())
                 .map_err(|reason| BuildError::new(name, "url", &reason))?,
-            shown_url: shown_text(dest.url.as_str()),
             method: match dest.method {
                 HttpMethod::Post => hyper::Method::POST,
                 HttpMethod::Put => hyper::Method::PUT,
@@ -395,7 +392,7 @@ impl HttpDestination {
         *request.headers_mut() = headers;
         match self.client.request(request).await {
             Ok(response) => self.answer(response).await,
-            Err(e) => classify_client_error(&self.method, &self.shown_url, &e),
+            Err(e) => classify_client_error(&self.method, &self.uri, &e),
         }
     }
 
@@ -614,13 +611,17 @@ pub(crate) fn classify_transport_error(e: reqwest::Error) -> DeliveryOutcome {
 }
 
 /// [`classify_transport_error`] for the [`DeliveryClient`]'s errors, which do not carry the
-/// URL: the detail starts with the method and the URL as [`shown`].
+/// URL: the detail starts with the method and the URL `uri` as [`shown`].
 fn classify_client_error(
     method: &hyper::Method,
-    shown_url: &str,
+    uri: &hyper::Uri,
     e: &hyper_util::client::legacy::Error,
 ) -> DeliveryOutcome {
-    let chain = format!("{method} {shown_url}: {}", error_chain(e));
+    let chain = format!(
+        "{method} {}: {}",
+        shown_text(&uri.to_string()),
+        error_chain(e)
+    );
     classify_failure(e.is_connect(), false, tls_failed(e), chain)
 }
 
