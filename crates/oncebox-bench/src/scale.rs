@@ -216,6 +216,14 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
         a.rates.iter().all(|r| matches!(r, Rate::Fixed(_))),
         "--rates: the scale benchmark offers fixed rates only, not \"max\""
     );
+    let vacuum = Vacuum::read(&a.database_url).await?;
+    if !vacuum.autovacuum {
+        eprintln!(
+            "warning: autovacuum is off on this server, so no dead outbox row is removed while \
+             a backlog drains (docs/production.md asks for it on): large backlogs drain slower \
+             than they would with it"
+        );
+    }
     let mut rounds: Vec<Vec<Measured>> = Vec::new();
     for round in 0..a.rounds {
         let mut this = Vec::new();
@@ -240,10 +248,43 @@ pub(crate) async fn run(a: ScaleArgs, json_out: bool) -> anyhow::Result<()> {
         .collect();
     draw(&a, &medians)?;
     match json_out {
-        true => println!("{}", report_json(&a, &medians, &rounds)),
-        false => print(&a, &medians),
+        true => println!("{}", report_json(&a, &vacuum, &medians, &rounds)),
+        false => print(&a, &vacuum, &medians),
     }
     Ok(())
+}
+
+/// The server's autovacuum settings, which decide how soon the outbox's dead rows are removed
+/// while a backlog drains: part of what a scale curve measured.
+#[derive(Debug, serde::Serialize)]
+struct Vacuum {
+    /// Whether autovacuum runs at all.
+    autovacuum: bool,
+    /// How often it visits each database.
+    autovacuum_naptime: String,
+}
+
+impl Vacuum {
+    /// Reads them from the server at `database_url`.
+    async fn read(database_url: &str) -> anyhow::Result<Vacuum> {
+        let pool = PgPool::connect(database_url).await?;
+        let (on, naptime): (String, String) = sqlx::query_as(queries::AUTOVACUUM_SETTINGS)
+            .fetch_one(&pool)
+            .await?;
+        pool.close().await;
+        Ok(Vacuum {
+            autovacuum: on == "on",
+            autovacuum_naptime: naptime,
+        })
+    }
+
+    /// How the report names them.
+    fn describe(&self) -> String {
+        match self.autovacuum {
+            true => format!("autovacuum on, naptime {}", self.autovacuum_naptime),
+            false => "autovacuum off".to_owned(),
+        }
+    }
 }
 
 /// Measures one size along the axis, in a scratch database of its own: the standing state
@@ -505,20 +546,26 @@ fn cost_ratios(medians: &[Measured]) -> Vec<f64> {
         .collect()
 }
 
-fn report_json(a: &ScaleArgs, medians: &[Measured], rounds: &[Vec<Measured>]) -> serde_json::Value {
+fn report_json(
+    a: &ScaleArgs,
+    vacuum: &Vacuum,
+    medians: &[Measured],
+    rounds: &[Vec<Measured>],
+) -> serde_json::Value {
     json!({
-        "benchmark": "scale", "axis": a.axis.name(), "concurrency": a.concurrency,
+        "benchmark": "scale", "axis": a.axis.name(), "concurrency": a.concurrency, "server": vacuum,
         "rounds": a.rounds, "chart": a.chart.display().to_string(),
         "points": medians, "cost_ratio_to_smallest": cost_ratios(medians), "all_rounds": rounds,
     })
 }
 
-fn print(a: &ScaleArgs, medians: &[Measured]) {
+fn print(a: &ScaleArgs, vacuum: &Vacuum, medians: &[Measured]) {
     println!(
-        "scale: {} — one worker, concurrency {}, median of {} round(s); chart {}",
+        "scale: {} — one worker, concurrency {}, median of {} round(s), {}; chart {}",
         a.axis.name(),
         a.concurrency,
         a.rounds,
+        vacuum.describe(),
         a.chart.display()
     );
     println!(

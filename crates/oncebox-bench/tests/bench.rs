@@ -172,6 +172,14 @@ fn bench_scale_reports_each_size_and_draws_its_chart() {
         "{r}"
     );
     assert_eq!(r["cost_ratio_to_smallest"][0], 1.0, "{r}");
+    // The server's vacuum settings are part of what was measured.
+    assert!(r["server"]["autovacuum"].is_boolean(), "{r}");
+    assert!(
+        r["server"]["autovacuum_naptime"]
+            .as_str()
+            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit())),
+        "{r}"
+    );
     for p in points {
         let arrival = &p["arrival"][0];
         assert_eq!(arrival["offered"], 250.0, "{r}");
