@@ -297,7 +297,7 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
         let config = Config::from_toml(&config_text(a.axis, &spread, &receiver.url()))?;
         let routes = Routes::from_config(&config, None)?;
         let intake = Intake::new(&config, None)?;
-        let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
+        let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
         standing_state(&pool, a.axis, size, &spread).await?;
         match spread.lanes {
             0 => {
@@ -379,7 +379,7 @@ async fn arrivals(
     if a.latency_seconds == 0 {
         return Ok(Vec::new());
     }
-    let pool = oncebox_store::connect_worker(url, a.submitters + 2, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect(url, a.submitters + 2, Duration::from_secs(5)).await?;
     let offer = Offer {
         warmup_ms: 1_000,
         seconds: a.latency_seconds,
@@ -499,8 +499,8 @@ async fn time_one_statement_purge(pool: &PgPool) -> anyhow::Result<f64> {
 /// the median milliseconds and the rows per claim.
 async fn time_claims(pool: &PgPool) -> anyhow::Result<(f64, f64)> {
     use sqlx::Connection;
-    let mut session = oncebox_store::claim_session(pool).await?;
-    let mut tx = session.begin().await?;
+    let mut session = oncebox_store::ClaimSession::open(pool).await?;
+    let mut tx = session.connection().begin().await?;
     let (mut took, mut rows) = (Vec::new(), 0usize);
     let mut cursor = TenantCursor::default();
     for k in 0..21 {

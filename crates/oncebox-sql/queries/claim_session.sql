@@ -1,8 +1,10 @@
 -- The delivery claimer's own session (one connection, out of the pool, running claims only):
--- 1. plan_cache_mode = force_generic_plan: the claim is planned once and its plan cached. The
---    pool's sessions force custom plans, which the batch statements need, but planning the
---    claim's recursive skip scan took 0.3-0.6 ms of every claim (measured with EXPLAIN: custom
---    1.0 ms, generic 0.4 ms on 2,000 ready rows).
+-- 1. plan_cache_mode = force_generic_plan: the claim's plan is cached. The pool's sessions
+--    force custom plans, which the batch statements need, but planning the claim's recursive
+--    skip scan took 0.3-0.6 ms of every claim (measured with EXPLAIN: custom 1.0 ms, generic
+--    0.4 ms on 2,000 ready rows). A cached plan is made for the tables as they were (made on
+--    an empty outbox, it scanned and sorted the whole outbox on every claim), so the session
+--    plans again once its plan is a second old (ClaimSession in oncebox-store).
 -- 2. synchronous_commit = off: a claim returns without waiting for its WAL flush (about 1 ms
 --    on the development machine's disk, on the path of every delivery). Nothing is lost that
 --    fencing needs: WAL is flushed in order, so any later durable commit - the dispatch mark

@@ -1,7 +1,7 @@
 //! Claiming outbox work: one statement leases a batch (SKIP LOCKED), bumps each row's fencing
 //! epoch and commits at once — no transaction is held while the work is done.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use oncebox_core::{AttemptError, Status};
@@ -126,19 +126,116 @@ pub async fn claim(
     Ok(rows.iter().filter_map(decode_claimed).collect())
 }
 
-/// A connection of its own for a claimer, taken out of `pool` (the pool opens another in its
-/// place) and set up by `claim_session.sql`: claims plan once, and commit without waiting for
-/// the WAL flush — safe for claims alone, as that statement's header explains. Only
-/// [`claim`] may run on it.
-///
-/// # Errors
-/// The database's error.
-pub async fn claim_session(pool: &sqlx::PgPool) -> Result<sqlx::PgConnection, sqlx::Error> {
-    let mut conn = pool.acquire().await?.detach();
-    sqlx::query(crate::sql::CLAIM_SESSION)
-        .execute(&mut conn)
+/// How long a claim session keeps the plan it cached: the next claim after that plans again.
+/// A cached plan is made for the tables as they were: made while the outbox was empty (a worker
+/// started on a quiet or new database), it read the whole outbox and sorted it on every claim
+/// once work arrived (measured: 224 ms per claim over 200,000 ready rows, against 1.6 ms for a
+/// plan made then), until an ANALYZE of the outbox happened to invalidate it. Planning again
+/// takes about a millisecond, once per interval.
+pub const REPLAN_AFTER: Duration = Duration::from_secs(1);
+
+/// A claimer's own connection, taken out of a pool (the pool opens another in its place) and set
+/// up by `claim_session.sql`: claims use a cached plan, made again once it is [`REPLAN_AFTER`]
+/// old, and commit without waiting for the WAL flush — safe for claims alone, as that
+/// statement's header explains. Only claims run on it.
+pub struct ClaimSession {
+    conn: sqlx::PgConnection,
+    planned_at: Instant,
+    replan_after: Duration,
+}
+
+impl ClaimSession {
+    /// Opens a session on a connection taken out of `pool`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn open(pool: &sqlx::PgPool) -> Result<ClaimSession, sqlx::Error> {
+        let mut conn = pool.acquire().await?.detach();
+        sqlx::query(crate::sql::CLAIM_SESSION)
+            .execute(&mut conn)
+            .await?;
+        Ok(ClaimSession {
+            conn,
+            planned_at: Instant::now(),
+            replan_after: REPLAN_AFTER,
+        })
+    }
+
+    /// The same session, planning again once its plan is `age` old instead of
+    /// [`REPLAN_AFTER`].
+    #[must_use]
+    pub fn replan_after(self, age: Duration) -> ClaimSession {
+        ClaimSession {
+            replan_after: age,
+            ..self
+        }
+    }
+
+    /// [`claim`] on this session, planning it again first when its plan is [`REPLAN_AFTER`]
+    /// old (or the age given to [`ClaimSession::replan_after`]).
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn claim(
+        &mut self,
+        phase: Phase,
+        worker: &str,
+        limit: i64,
+        lease: Duration,
+        cursor: &mut TenantCursor,
+    ) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+        if self.planned_at.elapsed() >= self.replan_after {
+            self.replan().await?;
+        }
+        claim(&mut self.conn, phase, worker, limit, lease, cursor).await
+    }
+
+    /// Between claims, when nothing was ready: once the plan is half [`REPLAN_AFTER`] old (or
+    /// half the age given to [`ClaimSession::replan_after`]), plans the claim again now, by
+    /// running a claim of no rows, so that the claim that finds work does not wait for the
+    /// planning (a millisecond, on the path of one delivery in a hundred at 100/s).
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn replan_if_old(
+        &mut self,
+        phase: Phase,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<(), sqlx::Error> {
+        if self.planned_at.elapsed() < self.replan_after / 2 {
+            return Ok(());
+        }
+        self.replan().await?;
+        let none = claim(
+            &mut self.conn,
+            phase,
+            worker,
+            0,
+            lease,
+            &mut TenantCursor::default(),
+        )
         .await?;
-    Ok(conn)
+        debug_assert!(none.is_empty(), "a claim of no rows claimed some");
+        Ok(())
+    }
+
+    /// Forgets the cached plan: the next claim is planned for the tables as they are then.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn replan(&mut self) -> Result<(), sqlx::Error> {
+        use sqlx::Connection;
+        self.conn.clear_cached_statements().await?;
+        self.planned_at = Instant::now();
+        Ok(())
+    }
+
+    /// The session's connection, for statements that must share it (a test's or a
+    /// benchmark's transaction around claims).
+    pub fn connection(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.conn
+    }
 }
 
 fn decode_claimed(row: &PgRow) -> Option<ClaimedRow> {

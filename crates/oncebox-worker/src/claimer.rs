@@ -7,8 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncebox_store::{ClaimedRow, Phase, TenantCursor};
-use sqlx::PgConnection;
+use oncebox_store::{ClaimSession, ClaimedRow, Phase, TenantCursor};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -26,8 +25,8 @@ const FILL_WAIT: Duration = Duration::from_millis(2);
 pub(crate) struct Claimer {
     outcomes: Outcomes,
     wakeup: Wakeup,
-    /// Its own connection (see `oncebox_store::claim_session`); made again after a failure.
-    session: Option<PgConnection>,
+    /// Its own connection (see `oncebox_store::ClaimSession`); made again after a failure.
+    session: Option<ClaimSession>,
     /// Where its next claim starts among the tenants with work.
     cursor: TenantCursor,
 }
@@ -49,23 +48,37 @@ impl Claimer {
         let settings = &ctx.settings;
         let session = match &mut self.session {
             Some(s) => s,
-            None => self
-                .session
-                .insert(oncebox_store::claim_session(&ctx.pool).await?),
+            None => self.session.insert(ClaimSession::open(&ctx.pool).await?),
         };
-        let claimed = oncebox_store::claim(
-            &mut *session,
-            Phase::Deliver,
-            &settings.id,
-            room as i64,
-            settings.lease(),
-            &mut self.cursor,
-        )
-        .await;
+        let claimed = session
+            .claim(
+                Phase::Deliver,
+                &settings.id,
+                room as i64,
+                settings.lease(),
+                &mut self.cursor,
+            )
+            .await;
         if claimed.is_err() {
             self.session = None;
         }
         claimed
+    }
+
+    /// With nothing ready, plans the claim again if its plan is old (see
+    /// `ClaimSession::replan_if_old`); after an error the session is dropped, as after a claim's.
+    async fn replan_if_old(&mut self, ctx: &Context) {
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        let settings = &ctx.settings;
+        let replanned = session
+            .replan_if_old(Phase::Deliver, &settings.id, settings.lease())
+            .await;
+        if let Err(e) = replanned {
+            tracing::warn!(error = %e, "planning the claim again failed; opening another session");
+            self.session = None;
+        }
     }
 }
 
@@ -90,7 +103,10 @@ impl Service for Claimer {
                     tracing::warn!(error = %e, "claim failed; retrying after the poll interval");
                     sleep_or_stop(settings.poll_interval(), &stop).await
                 }
-                Ok(rows) if rows.is_empty() => self.wakeup.idle(&ctx, &stop).await,
+                Ok(rows) if rows.is_empty() => {
+                    self.replan_if_old(&ctx).await;
+                    self.wakeup.idle(&ctx, &stop).await
+                }
                 Ok(rows) => {
                     crate::crash::point("after_claim").await;
                     self.wakeup.working(&ctx, rows.len()).await;

@@ -1,0 +1,184 @@
+//! Plans made for tables as they were are not kept once the tables have grown: a plan cached
+//! while the outbox or the journal was empty (a worker or an API started on a quiet or new
+//! database) scans the whole table on every run. The claimer's session plans its claim again
+//! once the plan is old; every other connection plans each statement as it runs.
+
+use std::time::Duration;
+
+use oncebox_store::{ClaimSession, Phase, TenantCursor};
+use sqlx::{PgConnection, PgPool};
+
+/// Intents `from + 1 ..= to` with their deliver-phase outbox rows, written as `submit.sql`
+/// writes them (the intake is not what is measured here).
+async fn fill(conn: &mut PgConnection, from: i64, to: i64) {
+    sqlx::query(
+        "WITH i AS (
+             INSERT INTO oncebox.intents (tenant_id, idempotency_key, action, request_hash, payload)
+             SELECT 't', 'k-' || g, 'a', repeat('0', 64), '{\"n\": 1}'
+             FROM generate_series($1::bigint + 1, $2::bigint) g
+             RETURNING id, tenant_id)
+         INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
+         SELECT id, 'deliver', tenant_id FROM i",
+    )
+    .bind(from)
+    .bind(to)
+    .execute(&mut *conn)
+    .await
+    .expect("fill");
+}
+
+/// Sequential scans of `table` so far, as the statistics collector counts them once this
+/// session's counts are flushed.
+async fn scans(conn: &mut PgConnection, table: &str) -> i64 {
+    // Flushed when the session goes idle after this statement, before it answers.
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .expect("flush");
+    sqlx::query_scalar(
+        "SELECT seq_scan FROM pg_stat_user_tables
+         WHERE schemaname = 'oncebox' AND relname = $1",
+    )
+    .bind(table)
+    .fetch_one(&mut *conn)
+    .await
+    .expect("table statistics")
+}
+
+async fn claim(session: &mut ClaimSession, n: i64) -> usize {
+    session
+        .claim(
+            Phase::Deliver,
+            "w",
+            n,
+            Duration::from_secs(30),
+            &mut TenantCursor::default(),
+        )
+        .await
+        .expect("claim")
+        .len()
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
+    let mut other = pool.acquire().await.expect("conn");
+    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
+        .execute(&mut *other)
+        .await
+        .expect("analyze");
+    let age = Duration::from_millis(500);
+    let mut session = ClaimSession::open(&pool)
+        .await
+        .expect("session")
+        .replan_after(age);
+    // The plan is made and cached on the empty outbox.
+    assert_eq!(claim(&mut session, 100).await, 0);
+    let planned = std::time::Instant::now();
+
+    fill(&mut other, 0, 20_000).await;
+    let before = scans(session.connection(), "outbox").await;
+    assert_eq!(claim(&mut session, 100).await, 100);
+    let stale = scans(session.connection(), "outbox").await;
+    // The premise: the plan made on the empty outbox reads all of it (sequential scans).
+    assert!(
+        stale > before,
+        "the empty-outbox plan did not scan the outbox"
+    );
+
+    // Once the plan is `age` old, the next claim plans again, for the outbox as it is now.
+    tokio::time::sleep(age.saturating_sub(planned.elapsed())).await;
+    assert_eq!(claim(&mut session, 100).await, 100);
+    let replanned = scans(session.connection(), "outbox").await;
+    assert_eq!(
+        replanned, stale,
+        "the claim planned again still scans the outbox"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
+    let mut other = pool.acquire().await.expect("conn");
+    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
+        .execute(&mut *other)
+        .await
+        .expect("analyze");
+    let age = Duration::from_secs(30);
+    let mut session = ClaimSession::open(&pool)
+        .await
+        .expect("session")
+        .replan_after(age);
+    assert_eq!(claim(&mut session, 100).await, 0);
+    let lease = Duration::from_secs(30);
+
+    fill(&mut other, 0, 20_000).await;
+    // Younger than half the age: kept.
+    session
+        .replan_if_old(Phase::Deliver, "w", lease)
+        .await
+        .expect("kept");
+    let before = scans(session.connection(), "outbox").await;
+    assert_eq!(claim(&mut session, 100).await, 100);
+    let stale = scans(session.connection(), "outbox").await;
+    assert!(
+        stale > before,
+        "the empty-outbox plan did not scan the outbox"
+    );
+
+    // Half the age: the idle claimer plans again, and claims nothing doing so.
+    let mut session = session.replan_after(Duration::ZERO);
+    session
+        .replan_if_old(Phase::Deliver, "w", lease)
+        .await
+        .expect("replanned");
+    let leased: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.outbox WHERE lease_owner IS NOT NULL")
+            .fetch_one(&mut *other)
+            .await
+            .expect("leased");
+    assert_eq!(leased, 100, "planning again claimed rows");
+    // The claim that finds work runs the new plan (with the age back, it plans nothing itself).
+    let mut session = session.replan_after(age);
+    let before = scans(session.connection(), "outbox").await;
+    assert_eq!(claim(&mut session, 100).await, 100);
+    let after = scans(session.connection(), "outbox").await;
+    assert_eq!(
+        after, before,
+        "the claim after planning again still scans the outbox"
+    );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_lookup_first_run_on_an_empty_journal_reads_the_grown_one_by_key(pool: PgPool) {
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("the test's database")
+    );
+    sqlx::query("VACUUM ANALYZE oncebox.intents")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    // One connection, so that every lookup runs on it: more runs than Postgres's default
+    // takes before it settles on a cached plan.
+    let api = oncebox_store::connect(&url, 1, Duration::from_secs(5))
+        .await
+        .expect("connect");
+    let mut conn = api.acquire().await.expect("conn");
+    for _ in 0..8 {
+        let found = oncebox_store::intent_by_key(&mut *conn, "t", "k-5")
+            .await
+            .expect("lookup");
+        assert!(found.is_none());
+    }
+    fill(&mut conn, 0, 20_000).await;
+    let before = scans(&mut conn, "intents").await;
+    let found = oncebox_store::intent_by_key(&mut *conn, "t", "k-5")
+        .await
+        .expect("lookup");
+    assert!(found.is_some());
+    let after = scans(&mut conn, "intents").await;
+    assert_eq!(after, before, "the lookup scanned the journal");
+}
