@@ -48,7 +48,7 @@ pub(crate) async fn run(a: DeliverArgs, json_out: bool) -> anyhow::Result<()> {
 async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
     let (receiver, config) = noop_sink("", "").await?;
     let routes = Routes::from_config(&config, None)?;
-    let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;
 
     // 1. Throughput: drain a backlog; the WAL it wrote and the rows.
@@ -374,7 +374,7 @@ async fn measure_amqp(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> a
         "[actions.noop]\ndestination = \"bus\"\n[destinations.bus]\nkind = \"amqp\"\nexchange = \"\"\nrouting_key = \"{queue}\"\nidempotency = \"key\"\ntimeout = \"5s\"\nmax_unconfirmed = {CONFIRM_WINDOW}\n"
     ))?;
     let routes = Routes::from_config(&config, Some(&a.amqp_url))?;
-    let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let intents = a.intents as usize;
     let (drain, worker) =
         drain_measured(&pool, &routes, a.concurrency(), (intents, a.tenants), false).await?;

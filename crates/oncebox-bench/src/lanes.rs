@@ -90,7 +90,7 @@ async fn drain(pool: &PgPool, a: &LanesArgs, ordered: bool) -> anyhow::Result<f6
 }
 
 async fn rounds(a: &LanesArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
-    let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let mut figures: Vec<Vec<Figure>> = vec![Vec::new(); CASES.len()];
     for round in 0..a.rounds {
         for k in 0..CASES.len() {

@@ -178,7 +178,7 @@ async fn measure(a: &LatencyArgs, bin: &Path, url: &str) -> anyhow::Result<Vec<P
         std::env::temp_dir().join(format!("oncebox-bench-latency-{}.toml", std::process::id()));
     std::fs::write(&config_file, toml).context("writing the worker config")?;
     let intake = Intake::new(&config, None).context("the benchmark's actions hash nothing")?;
-    let pool = oncebox_store::connect(url, a.submitters + 4, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(url, a.submitters + 4, Duration::from_secs(5)).await?;
     let offer = Offer {
         warmup_ms: a.warmup_ms,
         seconds: a.seconds,

@@ -297,7 +297,7 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
         let config = Config::from_toml(&config_text(a.axis, &spread, &receiver.url()))?;
         let routes = Routes::from_config(&config, None)?;
         let intake = Intake::new(&config, None)?;
-        let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
+        let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
         standing_state(&pool, a.axis, size, &spread).await?;
         match spread.lanes {
             0 => {
@@ -379,7 +379,7 @@ async fn arrivals(
     if a.latency_seconds == 0 {
         return Ok(Vec::new());
     }
-    let pool = oncebox_store::connect(url, a.submitters + 2, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(url, a.submitters + 2, Duration::from_secs(5)).await?;
     let offer = Offer {
         warmup_ms: 1_000,
         seconds: a.latency_seconds,

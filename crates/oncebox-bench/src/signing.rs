@@ -36,7 +36,7 @@ pub(crate) async fn run(a: SigningArgs, json_out: bool) -> anyhow::Result<()> {
 }
 
 async fn rounds(a: &SigningArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::Result<()> {
-    let pool = oncebox_store::connect(&scratch.url, 24, Duration::from_secs(5)).await?;
+    let pool = oncebox_store::connect_worker(&scratch.url, 24, Duration::from_secs(5)).await?;
     let n = a.intents as usize;
     let mut figures: Vec<Vec<Figure>> = vec![Vec::new(); CASES.len()];
     for round in 0..a.rounds {

@@ -31,7 +31,8 @@ async fn rounds(a: &ToolsArgs, scratch: &ScratchDb, json_out: bool) -> anyhow::R
     let (receiver, config) =
         crate::harness::noop_sink("tool = { description = \"Do nothing, once.\" }\n", "").await?;
     let pool =
-        oncebox_store::connect(&scratch.url, a.clients * 2 + 16, Duration::from_secs(5)).await?;
+        oncebox_store::connect_worker(&scratch.url, a.clients * 2 + 16, Duration::from_secs(5))
+            .await?;
     let routes = Routes::from_config(&config, None)?;
     let worker = crate::harness::start_worker(&pool, &routes, 256)
         .await

@@ -59,15 +59,6 @@ pub use oncebox_sql::{DONE_CHANNEL, OUTBOX_CHANNEL};
 /// (`statement_timeout`), and a transaction left idle for 60 s is ended by the server
 /// (`idle_in_transaction_session_timeout`), so a stuck client cannot hold outbox locks.
 ///
-/// Every statement is planned for the tables as they are when it runs
-/// (`plan_cache_mode = force_custom_plan`). A plan cached on a connection is made once, from the
-/// tables as they were then, and kept as they grow: with Postgres's default, a key lookup first
-/// run while the journal was empty settled on a sequential scan and kept it for the life of
-/// the connection (measured: 18 ms per lookup over 200,000 intents, until an ANALYZE of the
-/// journal); and the workers' batch statements take arrays whose length a cached plan cannot
-/// know (a generic record plan hashed whole tables: 20 ms per batch). The one cached plan is the
-/// delivery claimer's, on its own session, made again every second ([`ClaimSession`]).
-///
 /// A server that refuses connections (restarting) is retried with backoff for up to
 /// `acquire_timeout`; a wrong password or database fails at once.
 ///
@@ -78,17 +69,43 @@ pub async fn connect(
     max_connections: u32,
     acquire_timeout: Duration,
 ) -> Result<PgPool, StoreError> {
+    connect_with(database_url, max_connections, acquire_timeout, &[]).await
+}
+
+/// [`connect`] for workers: their batch statements take arrays whose length a cached generic
+/// plan cannot know, and the generic plan hashes whole-table scans (measured: 20 ms per record
+/// batch); `plan_cache_mode = force_custom_plan` plans each batch for its real size. The
+/// delivery claimer's claim alone keeps a cached plan, on a session of its own, made again
+/// every second ([`ClaimSession`]).
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_worker(
+    database_url: &str,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<PgPool, StoreError> {
+    let extra = [("plan_cache_mode", "force_custom_plan")];
+    connect_with(database_url, max_connections, acquire_timeout, &extra).await
+}
+
+async fn connect_with(
+    database_url: &str,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    extra: &[(&str, &str)],
+) -> Result<PgPool, StoreError> {
     let options: PgConnectOptions = database_url.parse()?;
     // jit = off: oncebox's statements are short, and once a table is large enough for the
     // planner's estimates to pass jit_above_cost, compiling a statement took longer than running
     // it (measured: a claim over a 1,000,000-row outbox, 146 ms of JIT for 3 ms of work, on every
     // claim, the drain falling to about 800/s).
-    let settings = [
+    let mut settings = vec![
         ("statement_timeout", "30s"),
         ("idle_in_transaction_session_timeout", "60s"),
         ("jit", "off"),
-        ("plan_cache_mode", "force_custom_plan"),
     ];
+    settings.extend_from_slice(extra);
     let options = options.application_name("oncebox").options(settings);
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)

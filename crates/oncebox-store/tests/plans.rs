@@ -1,7 +1,7 @@
-//! Plans made for tables as they were are not kept once the tables have grown: a plan cached
-//! while the outbox or the journal was empty (a worker or an API started on a quiet or new
-//! database) scans the whole table on every run. The claimer's session plans its claim again
-//! once the plan is old; every other connection plans each statement as it runs.
+//! The claim session's cached plan is not kept once the outbox has grown: a plan made while
+//! the outbox was empty (a worker started on a quiet or new database) scans the whole outbox on
+//! every claim. The session plans its claim again once the plan is old, between claims when
+//! idle.
 
 use std::time::Duration;
 
@@ -145,40 +145,4 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
         after, before,
         "the claim after planning again still scans the outbox"
     );
-}
-
-#[sqlx::test(migrations = "../../migrations")]
-async fn a_lookup_first_run_on_an_empty_journal_reads_the_grown_one_by_key(pool: PgPool) {
-    let options = pool.connect_options();
-    let url = format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("the test's database")
-    );
-    sqlx::query("VACUUM ANALYZE oncebox.intents")
-        .execute(&pool)
-        .await
-        .expect("analyze");
-    // One connection, so that every lookup runs on it: more runs than Postgres's default
-    // takes before it settles on a cached plan.
-    let api = oncebox_store::connect(&url, 1, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    let mut conn = api.acquire().await.expect("conn");
-    for _ in 0..8 {
-        let found = oncebox_store::intent_by_key(&mut *conn, "t", "k-5")
-            .await
-            .expect("lookup");
-        assert!(found.is_none());
-    }
-    fill(&mut conn, 0, 20_000).await;
-    let before = scans(&mut conn, "intents").await;
-    let found = oncebox_store::intent_by_key(&mut *conn, "t", "k-5")
-        .await
-        .expect("lookup");
-    assert!(found.is_some());
-    let after = scans(&mut conn, "intents").await;
-    assert_eq!(after, before, "the lookup scanned the journal");
 }

@@ -460,12 +460,18 @@ async fn claims_go_round_the_tenants(pool: PgPool) {
 async fn connections_run_without_jit() {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let pool = oncebox_store::connect(&url, 1, Duration::from_secs(5))
-        .await
-        .expect("connect");
-    let jit: String = sqlx::query_scalar("SHOW jit")
-        .fetch_one(&pool)
-        .await
-        .expect("show jit");
-    assert_eq!(jit, "off");
+    for pool in [
+        oncebox_store::connect(&url, 1, Duration::from_secs(5))
+            .await
+            .expect("connect"),
+        oncebox_store::connect_worker(&url, 1, Duration::from_secs(5))
+            .await
+            .expect("connect_worker"),
+    ] {
+        let jit: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(&pool)
+            .await
+            .expect("show jit");
+        assert_eq!(jit, "off");
+    }
 }

@@ -122,7 +122,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
     settings
         .check(routes.longest_timeout())
         .map_err(|m| CliError::usage("lease", m))?;
-    let pool = oncebox_store::connect(
+    let pool = oncebox_store::connect_worker(
         &args.db.database_url,
         WORKER_CONNECTIONS,
         std::time::Duration::from_secs(5),
