@@ -221,10 +221,7 @@ impl ClaimSession {
     }
 
     /// Forgets the cached plan: the next claim is planned for the tables as they are then.
-    ///
-    /// # Errors
-    /// The database's error.
-    pub async fn replan(&mut self) -> Result<(), sqlx::Error> {
+    async fn replan(&mut self) -> Result<(), sqlx::Error> {
         use sqlx::Connection;
         self.conn.clear_cached_statements().await?;
         self.planned_at = Instant::now();

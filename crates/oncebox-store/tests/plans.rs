@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use oncebox_store::{ClaimSession, Phase, TenantCursor};
-use sqlx::{PgConnection, PgPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 
 /// Intents `from + 1 ..= to` with their deliver-phase outbox rows, written as `submit.sql`
 /// writes them (the intake is not what is measured here).
@@ -27,9 +28,9 @@ async fn fill(conn: &mut PgConnection, from: i64, to: i64) {
     .expect("fill");
 }
 
-/// Sequential scans of `table` so far, as the statistics collector counts them once this
+/// Sequential scans of the outbox so far, as the statistics collector counts them once this
 /// session's counts are flushed.
-async fn scans(conn: &mut PgConnection, table: &str) -> i64 {
+async fn outbox_scans(conn: &mut PgConnection) -> i64 {
     // Flushed when the session goes idle after this statement, before it answers.
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(&mut *conn)
@@ -37,9 +38,8 @@ async fn scans(conn: &mut PgConnection, table: &str) -> i64 {
         .expect("flush");
     sqlx::query_scalar(
         "SELECT seq_scan FROM pg_stat_user_tables
-         WHERE schemaname = 'oncebox' AND relname = $1",
+         WHERE schemaname = 'oncebox' AND relname = 'outbox'",
     )
-    .bind(table)
     .fetch_one(&mut *conn)
     .await
     .expect("table statistics")
@@ -59,26 +59,36 @@ async fn claim(session: &mut ClaimSession, n: i64) -> usize {
         .len()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
-async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
+/// A claim session planning again once its plan is `age` old, whose plan was made and cached
+/// on an empty outbox (statistics taken on empty tables); with another connection for the test's
+/// own statements.
+async fn planned_on_an_empty_outbox(
+    pool: &PgPool,
+    age: Duration,
+) -> (ClaimSession, PoolConnection<Postgres>) {
     let mut other = pool.acquire().await.expect("conn");
     sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
         .execute(&mut *other)
         .await
         .expect("analyze");
-    let age = Duration::from_millis(500);
-    let mut session = ClaimSession::open(&pool)
+    let mut session = ClaimSession::open(pool)
         .await
         .expect("session")
         .replan_after(age);
-    // The plan is made and cached on the empty outbox.
     assert_eq!(claim(&mut session, 100).await, 0);
+    (session, other)
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
+    let age = Duration::from_millis(500);
+    let (mut session, mut other) = planned_on_an_empty_outbox(&pool, age).await;
     let planned = std::time::Instant::now();
 
     fill(&mut other, 0, 20_000).await;
-    let before = scans(session.connection(), "outbox").await;
+    let before = outbox_scans(session.connection()).await;
     assert_eq!(claim(&mut session, 100).await, 100);
-    let stale = scans(session.connection(), "outbox").await;
+    let stale = outbox_scans(session.connection()).await;
     // The premise: the plan made on the empty outbox reads all of it (sequential scans).
     assert!(
         stale > before,
@@ -88,7 +98,7 @@ async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
     // Once the plan is `age` old, the next claim plans again, for the outbox as it is now.
     tokio::time::sleep(age.saturating_sub(planned.elapsed())).await;
     assert_eq!(claim(&mut session, 100).await, 100);
-    let replanned = scans(session.connection(), "outbox").await;
+    let replanned = outbox_scans(session.connection()).await;
     assert_eq!(
         replanned, stale,
         "the claim planned again still scans the outbox"
@@ -97,17 +107,8 @@ async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
-    let mut other = pool.acquire().await.expect("conn");
-    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
-        .execute(&mut *other)
-        .await
-        .expect("analyze");
     let age = Duration::from_secs(30);
-    let mut session = ClaimSession::open(&pool)
-        .await
-        .expect("session")
-        .replan_after(age);
-    assert_eq!(claim(&mut session, 100).await, 0);
+    let (mut session, mut other) = planned_on_an_empty_outbox(&pool, age).await;
     let lease = Duration::from_secs(30);
 
     fill(&mut other, 0, 20_000).await;
@@ -116,9 +117,9 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
         .replan_if_old(Phase::Deliver, "w", lease)
         .await
         .expect("kept");
-    let before = scans(session.connection(), "outbox").await;
+    let before = outbox_scans(session.connection()).await;
     assert_eq!(claim(&mut session, 100).await, 100);
-    let stale = scans(session.connection(), "outbox").await;
+    let stale = outbox_scans(session.connection()).await;
     assert!(
         stale > before,
         "the empty-outbox plan did not scan the outbox"
@@ -138,9 +139,9 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
     assert_eq!(leased, 100, "planning again claimed rows");
     // The claim that finds work runs the new plan (with the age back, it plans nothing itself).
     let mut session = session.replan_after(age);
-    let before = scans(session.connection(), "outbox").await;
+    let before = outbox_scans(session.connection()).await;
     assert_eq!(claim(&mut session, 100).await, 100);
-    let after = scans(session.connection(), "outbox").await;
+    let after = outbox_scans(session.connection()).await;
     assert_eq!(
         after, before,
         "the claim after planning again still scans the outbox"
