@@ -49,6 +49,8 @@ statements! {
     MARK_RECONCILING = "mark_reconciling.sql";
     /// Record a batch of outcomes (fenced).
     RECORD = "record.sql";
+    /// Record a batch of first-time successes of deliveries (fenced): record.sql's common case.
+    RECORD_SUCCEEDED = "record_succeeded.sql";
     /// Renew leases (fenced).
     RENEW = "renew.sql";
     /// Release leases at shutdown (fenced).
