@@ -1,11 +1,11 @@
-//! The claim session's cached plan is not kept once the outbox has grown: a plan made while
-//! the outbox was empty (a worker started on a quiet or new database) scans the whole outbox on
-//! every claim. The session plans its claim again once the plan is old, between claims when
-//! idle.
+//! Cached plans are not kept once the tables have grown: a plan made while the outbox was empty
+//! (a worker started on a quiet or new database) scans the whole outbox on every claim, so the
+//! claim session plans its claim again once the plan is old, between claims when idle; and the
+//! journal's lookup by key, prepared by a client on an empty journal, is planned on every call.
 
 use std::time::Duration;
 
-use oncebox_store::{ClaimSession, Phase, TenantCursor};
+use oncebox_store::{ClaimSession, Phase, TenantCursor, intent_by_key};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 
@@ -31,6 +31,12 @@ async fn fill(conn: &mut PgConnection, from: i64, to: i64) {
 /// Sequential scans of the outbox so far, as the statistics collector counts them once this
 /// session's counts are flushed.
 async fn outbox_scans(conn: &mut PgConnection) -> i64 {
+    scans(conn, "outbox").await
+}
+
+/// Sequential scans of `oncebox.{table}` so far, as the statistics collector counts them once
+/// this session's counts are flushed.
+async fn scans(conn: &mut PgConnection, table: &str) -> i64 {
     // Flushed when the session goes idle after this statement, before it answers.
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(&mut *conn)
@@ -38,8 +44,9 @@ async fn outbox_scans(conn: &mut PgConnection) -> i64 {
         .expect("flush");
     sqlx::query_scalar(
         "SELECT seq_scan FROM pg_stat_user_tables
-         WHERE schemaname = 'oncebox' AND relname = 'outbox'",
+         WHERE schemaname = 'oncebox' AND relname = $1",
     )
+    .bind(table)
     .fetch_one(&mut *conn)
     .await
     .expect("table statistics")
@@ -146,4 +153,27 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
         after, before,
         "the claim after planning again still scans the outbox"
     );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_key_lookup_prepared_on_an_empty_journal_reads_the_index_once_it_has_grown(pool: PgPool) {
+    let mut conn = pool.acquire().await.expect("conn");
+    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
+        .execute(&mut *conn)
+        .await
+        .expect("analyze");
+    // Past the five runs after which the server may keep a generic plan of a prepared statement.
+    for _ in 0..8 {
+        let none = intent_by_key(&mut *conn, "t", "k-1").await.expect("lookup");
+        assert!(none.is_none());
+    }
+    fill(&mut conn, 0, 20_000).await;
+    let before = scans(&mut conn, "intents").await;
+    let found = intent_by_key(&mut *conn, "t", "k-12345")
+        .await
+        .expect("lookup")
+        .expect("the intent");
+    assert_eq!(found.idempotency_key, "k-12345");
+    let after = scans(&mut conn, "intents").await;
+    assert_eq!(after, before, "the lookup scanned the whole journal");
 }
