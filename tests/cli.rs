@@ -709,8 +709,8 @@ async fn an_unmigrated_database_points_at_migrate() {
     assert_eq!(
         errors,
         [
-            "error: relation \"oncebox.intents\" does not exist; this database has no oncebox \
-          schema: run `oncebox migrate` first"
+            "error: schema \"oncebox\" does not exist; this database has no oncebox schema, or \
+             an older one: run `oncebox migrate` first"
         ],
         "{err}"
     );

@@ -71,8 +71,7 @@ fn sentence(e: &anyhow::Error) -> String {
             .and_then(|d| d.as_database_error());
         let text = match database {
             Some(db) => {
-                missing_schema =
-                    db.code().as_deref() == Some("42P01") && db.message().contains("\"oncebox.");
+                missing_schema = schema_missing(db.code().as_deref(), db.message());
                 db.message().to_owned()
             }
             None => cause.to_string(),
@@ -89,9 +88,24 @@ fn sentence(e: &anyhow::Error) -> String {
         }
     }
     if missing_schema {
-        out.push_str("; this database has no oncebox schema: run `oncebox migrate` first");
+        out.push_str(
+            "; this database has no oncebox schema, or an older one: run `oncebox migrate` first",
+        );
     }
     out
+}
+
+/// Whether Postgres's error (`code`, `message`) says that the oncebox schema, or one of its
+/// tables or functions, is not there: the database was never migrated, or not since this binary's
+/// migrations.
+fn schema_missing(code: Option<&str>, message: &str) -> bool {
+    match code {
+        // undefined_table, undefined_function
+        Some("42P01" | "42883") => message.contains("oncebox."),
+        // invalid_schema_name
+        Some("3F000") => message.contains("\"oncebox\""),
+        _ => false,
+    }
 }
 
 impl From<anyhow::Error> for CliError {
@@ -127,3 +141,34 @@ impl From<SubmitError> for CliError {
 
 /// The result of a command.
 pub(crate) type CliResult = Result<(), CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::schema_missing;
+
+    #[test]
+    fn a_missing_schema_table_or_function_of_oncebox_is_a_missing_schema() {
+        assert!(schema_missing(
+            Some("3F000"),
+            "schema \"oncebox\" does not exist"
+        ));
+        assert!(schema_missing(
+            Some("42P01"),
+            "relation \"oncebox.intents\" does not exist"
+        ));
+        assert!(schema_missing(
+            Some("42883"),
+            "function oncebox.intent_by_key(text, text) does not exist"
+        ));
+        assert!(!schema_missing(
+            Some("42P01"),
+            "relation \"orders\" does not exist"
+        ));
+        assert!(!schema_missing(
+            Some("3F000"),
+            "schema \"billing\" does not exist"
+        ));
+        assert!(!schema_missing(Some("23505"), "oncebox.intents"));
+        assert!(!schema_missing(None, "oncebox."));
+    }
+}
