@@ -43,6 +43,8 @@ statements! {
     CLAIM = "claim.sql";
     /// The claimer's own session: generic plans, commits without waiting for the WAL flush.
     CLAIM_SESSION = "claim_session.sql";
+    /// Whether a phase has rows a claim could take, now or later.
+    PHASE_WAITING = "phase_waiting.sql";
     /// Mark leased deliver rows dispatched (fenced).
     MARK_DISPATCHED = "mark_dispatched.sql";
     /// Move claimed reconcile rows' intents to reconciling (fenced).

@@ -126,6 +126,20 @@ pub async fn claim(
     Ok(rows.iter().filter_map(decode_claimed).collect())
 }
 
+/// Whether `phase` has rows a [`claim`] of it could take, now or later: an unleased row, ready
+/// or not yet, or one whose lease expired. When it says no, no claim of the phase could have
+/// taken anything. A loop whose claims found nothing asks this before claiming again: it plans
+/// in about 0.05 ms, where the claim, planned for every call on the pool, takes 1–1.5 ms.
+///
+/// # Errors
+/// The database's error.
+pub async fn phase_waiting(db: impl PgExecutor<'_>, phase: Phase) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(crate::sql::PHASE_WAITING)
+        .bind(phase)
+        .fetch_one(db)
+        .await
+}
+
 /// How long a claim session keeps the plan it cached: the next claim after that plans again.
 /// A cached plan is made for the tables as they were: made while the outbox was empty (a worker
 /// started on a quiet or new database), it read the whole outbox and sorted it on every claim
@@ -247,5 +261,85 @@ fn decode_claimed(row: &PgRow) -> Option<ClaimedRow> {
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use oncebox_core::NewIntent;
+    use serde_json::json;
+    use sqlx::PgPool;
+
+    use super::{TenantCursor, claim, phase_waiting};
+    use crate::{Intake, Phase};
+
+    /// What a claim of `phase` by `worker` takes now.
+    async fn claimed(pool: &PgPool, phase: Phase, worker: &str) -> usize {
+        let rows = claim(
+            pool,
+            phase,
+            worker,
+            10,
+            Duration::from_secs(30),
+            &mut TenantCursor::default(),
+        )
+        .await
+        .expect("claim");
+        rows.len()
+    }
+
+    /// Whether `phase` has rows waiting, asserting that a "no" is never contradicted by a claim.
+    async fn waiting(pool: &PgPool, phase: Phase) -> bool {
+        let waiting = phase_waiting(pool, phase).await.expect("phase_waiting");
+        if !waiting {
+            assert_eq!(claimed(pool, phase, "probe").await, 0, "{phase}: said none");
+        }
+        waiting
+    }
+
+    /// The outbox row's lease and availability, set by hand.
+    async fn set(pool: &PgPool, sql: &'static str) {
+        sqlx::query(sql).execute(pool).await.expect(sql);
+    }
+
+    #[sqlx::test(migrations = "../../migrations")]
+    async fn a_phase_waits_for_unleased_and_expired_rows_only(pool: PgPool) {
+        let (d, r) = (Phase::Deliver, Phase::Reconcile);
+        assert!(!waiting(&pool, d).await, "an empty outbox");
+
+        let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no hashes");
+        let mut tx = pool.begin().await.expect("begin");
+        intake
+            .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
+            .await
+            .expect("submit");
+        tx.commit().await.expect("commit");
+        assert!(waiting(&pool, d).await, "a ready row");
+        assert!(!waiting(&pool, r).await, "another phase's row");
+
+        assert_eq!(claimed(&pool, d, "w").await, 1);
+        assert!(!waiting(&pool, d).await, "a row whose lease is live");
+
+        set(
+            &pool,
+            "UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'",
+        )
+        .await;
+        assert!(waiting(&pool, d).await, "a row whose lease expired");
+        assert!(!waiting(&pool, r).await, "another phase's expired lease");
+
+        set(
+            &pool,
+            "UPDATE oncebox.outbox SET lease_owner = NULL, lease_expires_at = NULL,
+                    available_at = now() + interval '1 hour'",
+        )
+        .await;
+        assert!(
+            waiting(&pool, d).await,
+            "a row ready later: claimed when it is"
+        );
+        assert_eq!(claimed(&pool, d, "w").await, 0, "not ready yet");
     }
 }

@@ -35,7 +35,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-pub use claim::{ClaimSession, ClaimedRow, REPLAN_AFTER, TenantCursor, claim};
+pub use claim::{ClaimSession, ClaimedRow, REPLAN_AFTER, TenantCursor, claim, phase_waiting};
 pub use error::{StoreError, SubmitError};
 pub use intent::{Intent, call_key, intent_by_key};
 pub use lease::{Lease, Phase};

@@ -151,3 +151,130 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
             .is_empty()
     );
 }
+
+/// One intent submitted and claimed by `stale` (epoch 1), its lease already expired; its id.
+async fn claimed_then_expired(pool: &PgPool) -> i64 {
+    let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");
+    let mut tx = pool.begin().await.expect("begin");
+    let id = intake
+        .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
+        .await
+        .expect("submit")
+        .intent
+        .id;
+    tx.commit().await.expect("commit");
+    let claimed = claim(
+        pool,
+        Phase::Deliver,
+        "stale",
+        10,
+        Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
+    )
+    .await
+    .expect("claim");
+    assert_eq!(claimed[0].lease.epoch, 1);
+    sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'")
+        .execute(pool)
+        .await
+        .expect("expire");
+    id
+}
+
+/// Waits until a statement of another session waits for a row lock: the record under test.
+async fn until_a_record_waits_for_a_lock(pool: &PgPool) {
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("pg_stat_activity");
+        if waiting > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The journal's status, the attempts rows and the outbox row's owner and epoch.
+async fn written(pool: &PgPool) -> (String, i64, Option<(String, i64)>) {
+    let (status, attempts): (String, i64) = sqlx::query_as(
+        "SELECT status::text, (SELECT count(*) FROM oncebox.attempts) FROM oncebox.intents",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("journal");
+    let row = sqlx::query_as("SELECT lease_owner, epoch FROM oncebox.outbox")
+        .fetch_optional(pool)
+        .await
+        .expect("outbox");
+    (status, attempts, row)
+}
+
+/// A record that waits on the row while another worker takes the lease over is checked against
+/// the row as the takeover left it: it writes nothing, neither to the journal nor to the
+/// attempts, and the new owner keeps its row.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
+    let id = claimed_then_expired(&pool).await;
+    let mut takeover = pool.begin().await.expect("begin");
+    let taken = claim(
+        &mut *takeover,
+        Phase::Deliver,
+        "owner",
+        10,
+        Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
+    )
+    .await
+    .expect("take over");
+    assert_eq!((taken[0].lease.epoch, taken[0].lease_taken_over), (2, true));
+
+    let stale = {
+        let pool = pool.clone();
+        tokio::spawn(async move { record(&pool, "stale", &[succeeded(id, 1, "stale")]).await })
+    };
+    until_a_record_waits_for_a_lock(&pool).await;
+    takeover.commit().await.expect("commit the takeover");
+
+    let recorded = stale.await.expect("record task").expect("record");
+    assert!(recorded.is_empty(), "the stale record wrote {recorded:?}");
+    assert_eq!(
+        written(&pool).await,
+        ("pending".to_owned(), 0, Some(("owner".to_owned(), 2))),
+        "the stale worker wrote nothing and the owner keeps its row"
+    );
+}
+
+/// The other way round: a write by the owner itself that the record waits on (its lease
+/// renewed) leaves the fence as it was, and the record goes through whole.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_renewal_committed_while_a_record_waits_lets_it_through(pool: PgPool) {
+    let id = claimed_then_expired(&pool).await;
+    let mut renewal = pool.begin().await.expect("begin");
+    let renewed = renew(
+        &mut *renewal,
+        "stale",
+        Phase::Deliver,
+        &[Lease {
+            intent_id: id,
+            epoch: 1,
+        }],
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("renew");
+    assert_eq!(renewed, vec![id]);
+
+    let owner = {
+        let pool = pool.clone();
+        tokio::spawn(async move { record(&pool, "stale", &[succeeded(id, 1, "stale")]).await })
+    };
+    until_a_record_waits_for_a_lock(&pool).await;
+    renewal.commit().await.expect("commit the renewal");
+
+    assert_eq!(owner.await.expect("record task").expect("record"), vec![id]);
+    assert_eq!(written(&pool).await, ("succeeded".to_owned(), 1, None));
+}

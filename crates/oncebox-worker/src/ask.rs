@@ -93,10 +93,10 @@ impl Service for Asker {
     const NAME: &'static str = "asker";
 
     async fn run(self, ctx: Arc<Context>, stop: CancellationToken) {
-        let mut cursor = oncebox_store::TenantCursor::default();
+        let mut claims = crate::context::PhaseClaims::new(Phase::Ask, ASK_BATCH);
         while !stop.is_cancelled() {
             crate::crash::panic_in(Self::NAME);
-            let rows = ctx.claim_or_log(Phase::Ask, ASK_BATCH, &mut cursor).await;
+            let rows = claims.next(&ctx).await;
             if rows.is_empty() {
                 if sleep_or_stop(ctx.settings.poll_interval(), &stop).await == Next::Stop {
                     break;

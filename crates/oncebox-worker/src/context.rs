@@ -42,29 +42,62 @@ impl Context {
         let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         self.delivering_workers.store(n, Ordering::Relaxed);
     }
+}
 
-    /// Claims up to `limit` rows of `phase` under this worker's lease, starting after `cursor`
-    /// among the tenants with work; a failure is logged and claims nothing (the caller polls
-    /// again).
-    pub(crate) async fn claim_or_log(
-        &self,
-        phase: Phase,
-        limit: i64,
-        cursor: &mut TenantCursor,
-    ) -> Vec<ClaimedRow> {
-        oncebox_store::claim(
-            &self.pool,
+/// A polling loop's claims of one phase (reconcile, notify, ask): up to `limit` rows at a time
+/// under this worker's lease, going round the tenants with work. After a claim that found
+/// nothing, it first asks whether the phase has any row a claim could take
+/// (`oncebox_store::phase_waiting`) and claims only when it has: an idle loop then costs
+/// Postgres a statement planned in about 0.05 ms per poll instead of the claim's 1–1.5 ms.
+pub(crate) struct PhaseClaims {
+    phase: Phase,
+    limit: i64,
+    cursor: TenantCursor,
+    /// The last claim found nothing.
+    idle: bool,
+}
+
+impl PhaseClaims {
+    /// Claims of `phase`, `limit` rows at most each.
+    pub(crate) fn new(phase: Phase, limit: i64) -> PhaseClaims {
+        PhaseClaims {
             phase,
-            &self.settings.id,
             limit,
-            self.settings.lease(),
-            cursor,
+            cursor: TenantCursor::default(),
+            idle: false,
+        }
+    }
+
+    /// The next claim's rows; none when the phase has none to take. A failure is logged and
+    /// claims nothing (the caller polls again).
+    pub(crate) async fn next(&mut self, ctx: &Context) -> Vec<ClaimedRow> {
+        let phase = self.phase;
+        if self.idle {
+            match oncebox_store::phase_waiting(&ctx.pool, phase).await {
+                Ok(true) => {}
+                Ok(false) => return Vec::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, %phase, "asking for work failed; trying again after the poll interval");
+                    return Vec::new();
+                }
+            }
+        }
+        let settings = &ctx.settings;
+        let claimed = oncebox_store::claim(
+            &ctx.pool,
+            phase,
+            &settings.id,
+            self.limit,
+            settings.lease(),
+            &mut self.cursor,
         )
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, %phase, "claim failed; trying again after the poll interval");
             Vec::new()
-        })
+        });
+        self.idle = claimed.is_empty();
+        claimed
     }
 }
 

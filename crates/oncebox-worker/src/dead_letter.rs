@@ -153,7 +153,7 @@ impl Service for Notifier {
         let exchange = ctx.settings.dead_letter_exchange.clone();
         let mut link: Option<(Connection, Channel)> = None;
         let mut backoff = BACKOFF.0;
-        let mut cursor = oncebox_store::TenantCursor::default();
+        let mut claims = crate::context::PhaseClaims::new(Phase::Notify, NOTIFY_BATCH);
         while !stop.is_cancelled() {
             crate::crash::panic_in(Self::NAME);
             let channel = match &link {
@@ -176,9 +176,7 @@ impl Service for Notifier {
                     }
                 },
             };
-            let rows = ctx
-                .claim_or_log(Phase::Notify, NOTIFY_BATCH, &mut cursor)
-                .await;
+            let rows = claims.next(&ctx).await;
             if rows.is_empty() {
                 if sleep_or_stop(ctx.settings.poll_interval(), &stop).await == Next::Stop {
                     break;

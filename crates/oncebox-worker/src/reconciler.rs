@@ -38,13 +38,11 @@ impl Service for Reconciler {
 
     async fn run(self, ctx: Arc<Context>, stop: CancellationToken) {
         let settings = &ctx.settings;
-        let mut cursor = oncebox_store::TenantCursor::default();
+        let mut claims = crate::context::PhaseClaims::new(Phase::Reconcile, RECONCILE_BATCH);
         while !stop.is_cancelled() {
             crate::crash::panic_in(Self::NAME);
             ctx.metrics.heartbeat(LOOP_RECONCILE, now_ms());
-            let rows = ctx
-                .claim_or_log(Phase::Reconcile, RECONCILE_BATCH, &mut cursor)
-                .await;
+            let rows = claims.next(&ctx).await;
             if rows.is_empty() {
                 if sleep_or_stop(settings.poll_interval(), &stop).await == Next::Stop {
                     break;
