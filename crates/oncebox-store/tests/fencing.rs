@@ -32,32 +32,8 @@ fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
-    let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");
-    let mut tx = pool.begin().await.expect("begin");
-    let id = intake
-        .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
-        .await
-        .expect("submit")
-        .intent
-        .id;
-    tx.commit().await.expect("commit");
+    let id = claimed_then_expired(&pool).await;
     let mut conn = pool.acquire().await.expect("conn");
-
-    let a = claim(
-        &mut *conn,
-        Phase::Deliver,
-        "stale",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("claim a");
-    assert_eq!(a[0].lease.epoch, 1);
-    sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'")
-        .execute(&mut *conn)
-        .await
-        .expect("expire");
     let b = claim(
         &mut *conn,
         Phase::Deliver,
