@@ -7,6 +7,14 @@
 -- still leased to worker $9 at the given epoch are written: a stale worker writes nothing.
 -- Waiters on channel $10 hear once per statement that intents settled. Returns the intents
 -- written.
+--
+-- No plan here depends on how many outbox rows are leased, which the statistics rarely know
+-- (they are often taken with nothing leased): the fence looks up each outcome's row by its
+-- primary key, and the delete and the journal update find their rows by primary key from the
+-- fenced batch. Joined on `lease_owner = $9` instead, the fence was planned from the
+-- `outbox_leased` index and read every row leased to any worker on each record: 3.4–3.6 ms
+-- for 200 outcomes with 2,400 rows leased, 6.5–7.4 ms with 19,000, against 3.1–3.4 ms now at
+-- either (EXPLAIN ANALYZE, custom plans, statistics taken with none or all of them leased).
 WITH f AS (
     SELECT * FROM unnest(
         $1::bigint[], $2::bigint[], $3::int[], $4::jsonb[], $5::text[], $6::int[], $7::text[],
@@ -14,14 +22,20 @@ WITH f AS (
       AS f(intent_id, epoch, attempt, response, external_reference, status_code, detail,
            started_secs_ago)
 ), owned AS (
+    -- One primary-key lookup per outcome, its row locked and checked again once the lock is
+    -- held. `IS NOT DISTINCT FROM` is `=` here ($9 is never null), written so because it does
+    -- not imply `lease_owner IS NOT NULL`, the predicate that would let the planner read the
+    -- partial index `outbox_leased` instead.
     SELECT f.* FROM f
-    JOIN oncebox.outbox o
-      ON o.intent_id = f.intent_id AND o.phase = 'deliver'
-     AND o.epoch = f.epoch AND o.lease_owner = $9
-    FOR UPDATE OF o
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM oncebox.outbox o
+        WHERE o.intent_id = f.intent_id AND o.phase = 'deliver'
+          AND o.epoch = f.epoch AND o.lease_owner IS NOT DISTINCT FROM $9
+        FOR UPDATE
+    ) fenced
 ), done AS (
-    DELETE FROM oncebox.outbox o USING owned
-    WHERE o.intent_id = owned.intent_id AND o.phase = 'deliver'
+    DELETE FROM oncebox.outbox o
+    WHERE o.intent_id = ANY (ARRAY(SELECT intent_id FROM owned)) AND o.phase = 'deliver'
 ), journal AS (
     UPDATE oncebox.intents i
     SET status = 'succeeded',
@@ -32,7 +46,8 @@ WITH f AS (
         completed_at = now()
     FROM owned
     -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
-    WHERE i.id = owned.intent_id AND i.completed_at IS NULL
+    WHERE i.id = owned.intent_id AND i.id = ANY (ARRAY(SELECT intent_id FROM owned))
+      AND i.completed_at IS NULL
     RETURNING i.id
 ), report AS (
     INSERT INTO oncebox.attempts

@@ -2,10 +2,15 @@
 //! (a worker started on a quiet or new database) scans the whole outbox on every claim, so the
 //! claim session plans its claim again once the plan is old, between claims when idle; and the
 //! journal's lookup by key, prepared by a client on an empty journal, is planned on every call.
+//! And the record of successes reads only its own rows, whatever the statistics say of how many
+//! rows are leased.
 
 use std::time::Duration;
 
-use oncebox_store::{ClaimSession, Phase, TenantCursor, intent_by_key};
+use oncebox_core::{AttemptKind, Status};
+use oncebox_store::{
+    ClaimSession, Completion, Lease, Next, Phase, Report, TenantCursor, intent_by_key,
+};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 
@@ -176,4 +181,102 @@ async fn a_key_lookup_prepared_on_an_empty_journal_reads_the_index_once_it_has_g
     assert_eq!(found.idempotency_key, "k-12345");
     let after = scans(&mut conn, "intents").await;
     assert_eq!(after, before, "the lookup scanned the whole journal");
+}
+
+/// Rows read so far through the outbox's `outbox_leased` index, as the statistics collector
+/// counts them once this session's counts are flushed.
+async fn leased_index_reads(conn: &mut PgConnection) -> i64 {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .expect("flush");
+    sqlx::query_scalar(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes
+         WHERE schemaname = 'oncebox' AND indexrelname = 'outbox_leased'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("index statistics")
+}
+
+/// A plain success of the delivery under `lease`.
+fn succeeded(lease: Lease) -> Completion {
+    Completion {
+        lease,
+        phase: Phase::Deliver,
+        attempt: 1,
+        status: Status::Succeeded,
+        response: Some(serde_json::json!({"id": "ref"})),
+        external_reference: Some("ref".into()),
+        last_error: None,
+        next: Next::Done,
+        report: Some(Report {
+            kind: AttemptKind::Succeeded,
+            status_code: Some(201),
+            error_code: None,
+            detail: None,
+            elapsed: Duration::from_millis(3),
+        }),
+    }
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) {
+    let mut conn = pool.acquire().await.expect("conn");
+    fill(&mut conn, 0, 3_000).await;
+    // Statistics taken with nothing leased, as after a backlog was written; then all of it
+    // leased, as a fleet of workers with thousands of calls under way holds it.
+    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
+        .execute(&mut *conn)
+        .await
+        .expect("analyze");
+    let mut leased = Vec::new();
+    loop {
+        let rows = oncebox_store::claim(
+            &mut *conn,
+            Phase::Deliver,
+            "w",
+            1_000,
+            Duration::from_secs(60),
+            &mut TenantCursor::default(),
+        )
+        .await
+        .expect("claim");
+        if rows.is_empty() {
+            break;
+        }
+        leased.extend(rows.into_iter().map(|r| r.lease));
+    }
+    assert_eq!(leased.len(), 3_000);
+    // Planned on each call, as the worker's pool plans it.
+    sqlx::query("SET plan_cache_mode = force_custom_plan")
+        .execute(&mut *conn)
+        .await
+        .expect("set");
+
+    let batch: Vec<Completion> = leased[..200].iter().copied().map(succeeded).collect();
+    let (reads, outbox_scans, intents_scans) = (
+        leased_index_reads(&mut conn).await,
+        scans(&mut conn, "outbox").await,
+        scans(&mut conn, "intents").await,
+    );
+    let recorded = oncebox_store::record(&mut *conn, "w", &batch)
+        .await
+        .expect("record");
+    assert_eq!(recorded.len(), 200, "the whole batch is written");
+    assert_eq!(
+        leased_index_reads(&mut conn).await - reads,
+        0,
+        "the fence looks up its rows by key, not through every leased row"
+    );
+    assert_eq!(
+        scans(&mut conn, "outbox").await,
+        outbox_scans,
+        "no scan of the outbox"
+    );
+    assert_eq!(
+        scans(&mut conn, "intents").await,
+        intents_scans,
+        "no scan of the journal"
+    );
 }
