@@ -42,19 +42,28 @@ async fn outbox_scans(conn: &mut PgConnection) -> i64 {
 /// Sequential scans of `oncebox.{table}` so far, as the statistics collector counts them once
 /// this session's counts are flushed.
 async fn scans(conn: &mut PgConnection, table: &str) -> i64 {
+    counted(
+        conn,
+        "SELECT seq_scan FROM pg_stat_user_tables
+         WHERE schemaname = 'oncebox' AND relname = $1",
+        table,
+    )
+    .await
+}
+
+/// A statistics counter (`sql`, one row of one number, for `name`) once this session's counts
+/// are flushed.
+async fn counted(conn: &mut PgConnection, sql: &'static str, name: &str) -> i64 {
     // Flushed when the session goes idle after this statement, before it answers.
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(&mut *conn)
         .await
         .expect("flush");
-    sqlx::query_scalar(
-        "SELECT seq_scan FROM pg_stat_user_tables
-         WHERE schemaname = 'oncebox' AND relname = $1",
-    )
-    .bind(table)
-    .fetch_one(&mut *conn)
-    .await
-    .expect("table statistics")
+    sqlx::query_scalar(sql)
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("statistics")
 }
 
 async fn claim(session: &mut ClaimSession, n: i64) -> usize {
@@ -186,17 +195,13 @@ async fn a_key_lookup_prepared_on_an_empty_journal_reads_the_index_once_it_has_g
 /// Rows read so far through the outbox's `outbox_leased` index, as the statistics collector
 /// counts them once this session's counts are flushed.
 async fn leased_index_reads(conn: &mut PgConnection) -> i64 {
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(&mut *conn)
-        .await
-        .expect("flush");
-    sqlx::query_scalar(
+    counted(
+        conn,
         "SELECT idx_tup_read FROM pg_stat_user_indexes
-         WHERE schemaname = 'oncebox' AND indexrelname = 'outbox_leased'",
+         WHERE schemaname = 'oncebox' AND indexrelname = $1",
+        "outbox_leased",
     )
-    .fetch_one(&mut *conn)
     .await
-    .expect("index statistics")
 }
 
 /// A plain success of the delivery under `lease`.
