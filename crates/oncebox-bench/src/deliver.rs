@@ -100,6 +100,11 @@ impl HttpReport {
         f64::from(a.intents) / self.drained.seconds
     }
 
+    /// Deliveries per second between a tenth and nine tenths of the backlog.
+    fn steady_rate(&self, a: &DeliverArgs) -> Option<f64> {
+        self.drained.progress.steady_rate(a.intents as usize)
+    }
+
     /// A per-delivery share of `total`.
     fn per_delivery(a: &DeliverArgs, total: f64) -> f64 {
         total / f64::from(a.intents)
@@ -123,6 +128,9 @@ impl HttpReport {
             "rows_by_table": d.writes, "cpu": d.cpu, "latency": self.paced,
             "raw_delivery_rps": raw, "raw_wal_bytes_per_row": self.raw.map(|r| r.1),
             "ratio_to_raw": raw.map(|r| rate / r),
+            "progress": d.progress,
+            "steady_deliveries_per_second": self.steady_rate(a),
+            "steady_ratio_to_raw": raw.zip(self.steady_rate(a)).map(|(r, s)| s / r),
         })
     }
 
@@ -137,6 +145,16 @@ impl HttpReport {
             a.concurrency()
         );
         println!("  oncebox deliveries/s (HTTP, key-honouring no-op receiver)  {rate:>9.0}");
+        let p = d.progress;
+        println!(
+            "    first outcome after {:.0} ms; a tenth after {:.0} ms, nine tenths after {:.0} ms",
+            p.first * 1e3,
+            p.tenth * 1e3,
+            p.nine_tenths * 1e3
+        );
+        if let Some(steady) = self.steady_rate(a) {
+            println!("    between a tenth and nine tenths of the backlog            {steady:>9.0}");
+        }
         println!(
             "  WAL written per delivery (bytes, whole drain)               {wal_per_intent:>9.0}"
         );
@@ -165,6 +183,12 @@ impl HttpReport {
                     "  ratio oncebox / raw                                        {:>9.2}",
                     rate / r
                 );
+                if let Some(steady) = self.steady_rate(a) {
+                    println!(
+                        "    between a tenth and nine tenths of the backlog           {:>9.2}",
+                        steady / r
+                    );
+                }
                 println!(
                     "  raw cycle WAL per row (bytes)                             {raw_wal:>9.0}"
                 );

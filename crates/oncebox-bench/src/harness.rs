@@ -64,14 +64,29 @@ impl Running {
     /// Waits until the worker has an outcome for `n` deliveries, by its own counters, looking
     /// every millisecond: it asks Postgres nothing, so it takes no database CPU from the drain it
     /// watches (a `count(*)` of the outbox every few milliseconds did). Outcomes are counted
-    /// before they are recorded: [`outbox_drained`] confirms the end. Fails if the worker stops,
-    /// or delivers nothing for 2 minutes.
-    pub(crate) async fn delivered(&self, n: u64) -> anyhow::Result<()> {
+    /// before they are recorded: [`outbox_drained`] confirms the end. Returns when the first
+    /// outcome, a tenth and nine tenths of them were counted, measured from `since`. Fails if the
+    /// worker stops, or delivers nothing for 2 minutes.
+    pub(crate) async fn delivered(&self, n: u64, since: Instant) -> anyhow::Result<Progress> {
+        let marks = [1, n.div_ceil(10).max(1), (n * 9).div_ceil(10).max(1)];
+        let reached = std::cell::RefCell::new([None::<f64>; 3]);
         until_none_left("deliveries to make", Duration::from_millis(1), || async {
             anyhow::ensure!(!self.task.is_finished(), "the worker stopped mid-drain");
-            Ok(n.saturating_sub(self.metrics.deliveries_total()))
+            let made = self.metrics.deliveries_total();
+            for (at, mark) in reached.borrow_mut().iter_mut().zip(marks) {
+                if at.is_none() && made >= mark {
+                    *at = Some(since.elapsed().as_secs_f64());
+                }
+            }
+            Ok(n.saturating_sub(made))
         })
-        .await
+        .await?;
+        let [first, tenth, nine_tenths] = reached.into_inner().map(Option::unwrap_or_default);
+        Ok(Progress {
+            first,
+            tenth,
+            nine_tenths,
+        })
     }
 
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
@@ -173,10 +188,34 @@ pub(crate) struct Wal {
     pub(crate) to: String,
 }
 
+/// When a drain's worker, started at 0, had counted its first outcome, a tenth and nine tenths
+/// of them (seconds, to the millisecond at which it was looked at).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub(crate) struct Progress {
+    /// The first outcome: the worker's start-up, its first claim and its first call.
+    pub(crate) first: f64,
+    /// A tenth of the outcomes.
+    pub(crate) tenth: f64,
+    /// Nine tenths of them.
+    pub(crate) nine_tenths: f64,
+}
+
+impl Progress {
+    /// Outcomes per second between a tenth and nine tenths of `n`: the rate once every
+    /// connection is open and before the last calls and records trail off, as a raw loop that
+    /// starts with its connections open measures; `None` when the window is too short to time.
+    pub(crate) fn steady_rate(&self, n: usize) -> Option<f64> {
+        let window = self.nine_tenths - self.tenth;
+        (window >= 0.05).then(|| 0.8 * n as f64 / window)
+    }
+}
+
 /// What [`drain_measured`] found, beside the worker it leaves running.
 pub(crate) struct Drain {
     /// From the worker's start until the outbox was empty.
     pub(crate) seconds: f64,
+    /// When its outcomes were counted.
+    pub(crate) progress: Progress,
     /// Tenants with ready work when the worker started, counted in the outbox.
     pub(crate) tenants: i64,
     /// The WAL written meanwhile.
@@ -252,7 +291,7 @@ pub(crate) async fn drain_settled(
     let cpu_start = CpuReading::now();
     let started = Instant::now();
     let worker = start_worker(pool, routes, concurrency).await;
-    worker.delivered(n as u64).await?;
+    let progress = worker.delivered(n as u64, started).await?;
     outbox_drained(pool, Duration::from_millis(2)).await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_start.zip(CpuReading::now()).map(|(a, b)| a.until(b, n));
@@ -275,6 +314,7 @@ pub(crate) async fn drain_settled(
     };
     let drain = Drain {
         seconds,
+        progress,
         tenants: ready_tenants,
         wal,
         writes,

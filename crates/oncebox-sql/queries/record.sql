@@ -17,11 +17,18 @@ WITH f AS (
            last_error, next, delay_secs, outcome, status_code, error_code,
            detail, started_secs_ago, phase, counts_attempt)
 ), owned AS (
+    -- One primary-key lookup per outcome, its row locked and checked again once the lock is
+    -- held, as in record_succeeded.sql: joined on `lease_owner = $17`, the fence could be
+    -- planned from the partial index `outbox_leased` and read every row leased to any worker.
+    -- `IS NOT DISTINCT FROM` is `=` here ($17 is never null) without implying
+    -- `lease_owner IS NOT NULL`, the predicate that would let the planner choose that index.
     SELECT f.* FROM f
-    JOIN oncebox.outbox o
-      ON o.intent_id = f.intent_id AND o.phase = f.phase
-     AND o.epoch = f.epoch AND o.lease_owner = $17
-    FOR UPDATE OF o
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM oncebox.outbox o
+        WHERE o.intent_id = f.intent_id AND o.phase = f.phase
+          AND o.epoch = f.epoch AND o.lease_owner IS NOT DISTINCT FROM $17
+        FOR UPDATE
+    ) fenced
 ), done AS (
     DELETE FROM oncebox.outbox o USING owned
     WHERE o.intent_id = owned.intent_id AND o.phase = owned.phase AND owned.next = 'done'
@@ -53,7 +60,10 @@ WITH f AS (
                             THEN coalesce(i.completed_at, now()) END
     FROM owned
     -- A terminal intent never changes (a row claimed after it was cancelled is only cleared).
-    WHERE i.id = owned.intent_id AND i.completed_at IS NULL
+    -- The intents are found by primary key from the fenced batch (`ANY`): joined on the key
+    -- alone, a small journal was read whole for a hash join.
+    WHERE i.id = owned.intent_id AND i.id = ANY (ARRAY(SELECT intent_id FROM owned))
+      AND i.completed_at IS NULL
     RETURNING i.id, i.status, i.tenant_id
 ), dead_letter AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)

@@ -3,31 +3,22 @@
 
 use std::time::Duration;
 
-use oncebox_core::{AttemptKind, NewIntent, Status};
-use oncebox_store::{
-    Completion, Intake, Lease, Next, Phase, Report, claim, mark_dispatched, record, renew,
-};
+use oncebox_core::NewIntent;
+use oncebox_store::{Completion, Intake, Lease, Phase, claim, mark_dispatched, record, renew};
 use serde_json::json;
 use sqlx::PgPool;
 
+mod common;
+
+/// A plain success of the delivery of intent `intent_id` at `epoch`, answered by `who`.
 fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
-    Completion {
-        lease: Lease { intent_id, epoch },
-        phase: Phase::Deliver,
-        attempt: 1,
-        status: Status::Succeeded,
-        response: Some(json!({"by": who})),
-        external_reference: Some(format!("ref-{who}")),
-        last_error: None,
-        next: Next::Done,
-        report: Some(Report {
-            kind: AttemptKind::Succeeded,
-            status_code: Some(201),
-            error_code: None,
-            detail: None,
-            elapsed: Duration::from_millis(3),
-        }),
-    }
+    common::succeeded(Lease { intent_id, epoch }, who)
+}
+
+/// A retry of the delivery of intent `intent_id` at `epoch`: an outcome the general record
+/// statement writes, where [`succeeded`] takes the statement for plain successes.
+fn retried(intent_id: i64, epoch: i64, _who: &str) -> Completion {
+    common::retried(Lease { intent_id, epoch })
 }
 
 #[sqlx::test(migrations = "../../migrations")]
@@ -175,7 +166,7 @@ async fn until_a_record_waits_for_a_lock(pool: &PgPool) {
 }
 
 /// The journal's status, the attempts rows and the outbox row's owner and epoch.
-async fn written(pool: &PgPool) -> (String, i64, Option<(String, i64)>) {
+async fn written(pool: &PgPool) -> (String, i64, Option<(Option<String>, i64)>) {
     let (status, attempts): (String, i64) = sqlx::query_as(
         "SELECT status::text, (SELECT count(*) FROM oncebox.attempts) FROM oncebox.intents",
     )
@@ -194,6 +185,18 @@ async fn written(pool: &PgPool) -> (String, i64, Option<(String, i64)>) {
 /// attempts, and the new owner keeps its row.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
+    takeover_while_a_record_waits(pool, succeeded).await;
+}
+
+/// The same with an outcome of the general record statement.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_takeover_committed_while_a_record_of_a_retry_waits_wins(pool: PgPool) {
+    takeover_while_a_record_waits(pool, retried).await;
+}
+
+/// Records `outcome` of the stale worker while another worker's takeover of the row is under
+/// way, then commits the takeover.
+async fn takeover_while_a_record_waits(pool: PgPool, outcome: fn(i64, i64, &str) -> Completion) {
     let id = claimed_then_expired(&pool).await;
     let mut takeover = pool.begin().await.expect("begin");
     let taken = claim(
@@ -210,7 +213,7 @@ async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
 
     let stale = {
         let pool = pool.clone();
-        tokio::spawn(async move { record(&pool, "stale", &[succeeded(id, 1, "stale")]).await })
+        tokio::spawn(async move { record(&pool, "stale", &[outcome(id, 1, "stale")]).await })
     };
     until_a_record_waits_for_a_lock(&pool).await;
     takeover.commit().await.expect("commit the takeover");
@@ -219,7 +222,7 @@ async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
     assert!(recorded.is_empty(), "the stale record wrote {recorded:?}");
     assert_eq!(
         written(&pool).await,
-        ("pending".to_owned(), 0, Some(("owner".to_owned(), 2))),
+        ("pending".to_owned(), 0, Some((Some("owner".to_owned()), 2))),
         "the stale worker wrote nothing and the owner keeps its row"
     );
 }
@@ -228,7 +231,25 @@ async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
 /// renewed) leaves the fence as it was, and the record goes through whole.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_renewal_committed_while_a_record_waits_lets_it_through(pool: PgPool) {
-    let id = claimed_then_expired(&pool).await;
+    let written = renewal_while_a_record_waits(&pool, succeeded).await;
+    assert_eq!(written, ("succeeded".to_owned(), 1, None));
+}
+
+/// The same with an outcome of the general record statement: the retry is written, and the row
+/// is given back for its next attempt.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_renewal_committed_while_a_record_of_a_retry_waits_lets_it_through(pool: PgPool) {
+    let written = renewal_while_a_record_waits(&pool, retried).await;
+    assert_eq!(written, ("pending".to_owned(), 1, Some((None, 1))));
+}
+
+/// Records `outcome` of the lease's owner while its own renewal of the lease is under way, then
+/// commits the renewal; checks the record went through and returns what is written.
+async fn renewal_while_a_record_waits(
+    pool: &PgPool,
+    outcome: fn(i64, i64, &str) -> Completion,
+) -> (String, i64, Option<(Option<String>, i64)>) {
+    let id = claimed_then_expired(pool).await;
     let mut renewal = pool.begin().await.expect("begin");
     let renewed = renew(
         &mut *renewal,
@@ -246,11 +267,11 @@ async fn a_renewal_committed_while_a_record_waits_lets_it_through(pool: PgPool) 
 
     let owner = {
         let pool = pool.clone();
-        tokio::spawn(async move { record(&pool, "stale", &[succeeded(id, 1, "stale")]).await })
+        tokio::spawn(async move { record(&pool, "stale", &[outcome(id, 1, "stale")]).await })
     };
-    until_a_record_waits_for_a_lock(&pool).await;
+    until_a_record_waits_for_a_lock(pool).await;
     renewal.commit().await.expect("commit the renewal");
 
     assert_eq!(owner.await.expect("record task").expect("record"), vec![id]);
-    assert_eq!(written(&pool).await, ("succeeded".to_owned(), 1, None));
+    written(pool).await
 }

@@ -2,17 +2,16 @@
 //! (a worker started on a quiet or new database) scans the whole outbox on every claim, so the
 //! claim session plans its claim again once the plan is old, between claims when idle; and the
 //! journal's lookup by key, prepared by a client on an empty journal, is planned on every call.
-//! And the record of successes reads only its own rows, whatever the statistics say of how many
-//! rows are leased.
+//! And a record, of successes or of any other outcome, reads only its own rows, whatever the
+//! statistics say of how many rows are leased.
 
 use std::time::Duration;
 
-use oncebox_core::{AttemptKind, Status};
-use oncebox_store::{
-    ClaimSession, Completion, Lease, Next, Phase, Report, TenantCursor, intent_by_key,
-};
+use oncebox_store::{ClaimSession, Completion, Lease, Phase, TenantCursor, intent_by_key};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
+
+mod common;
 
 /// Intents `from + 1 ..= to` with their deliver-phase outbox rows, written as `submit.sql`
 /// writes them (the intake is not what is measured here).
@@ -80,13 +79,14 @@ async fn claim(session: &mut ClaimSession, n: i64) -> usize {
         .len()
 }
 
-/// A claim session planning again once its plan is `age` old, whose plan was made and cached
-/// on an empty outbox (statistics taken on empty tables); with another connection for the test's
-/// own statements.
-async fn planned_on_an_empty_outbox(
-    pool: &PgPool,
-    age: Duration,
-) -> (ClaimSession, PoolConnection<Postgres>) {
+/// A plan age that no step of these tests reaches, however slow the machine: a test makes a
+/// plan due by giving its session an age of zero, never by waiting.
+const NEVER_DUE: Duration = Duration::from_secs(3600);
+
+/// A claim session whose plan was made and cached on an empty outbox (statistics taken on empty
+/// tables) and is not yet due to be made again ([`NEVER_DUE`]); with another connection for the
+/// test's own statements.
+async fn planned_on_an_empty_outbox(pool: &PgPool) -> (ClaimSession, PoolConnection<Postgres>) {
     let mut other = pool.acquire().await.expect("conn");
     sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
         .execute(&mut *other)
@@ -95,16 +95,14 @@ async fn planned_on_an_empty_outbox(
     let mut session = ClaimSession::open(pool)
         .await
         .expect("session")
-        .replan_after(age);
+        .replan_after(NEVER_DUE);
     assert_eq!(claim(&mut session, 100).await, 0);
     (session, other)
 }
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
-    // An age no fill reaches, however slow the machine: the premise below needs the stale plan.
-    let (mut session, mut other) =
-        planned_on_an_empty_outbox(&pool, Duration::from_secs(3600)).await;
+    let (mut session, mut other) = planned_on_an_empty_outbox(&pool).await;
 
     fill(&mut other, 0, 20_000).await;
     let before = outbox_scans(session.connection()).await;
@@ -129,12 +127,11 @@ async fn a_claim_plan_made_on_an_empty_outbox_is_made_again(pool: PgPool) {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
-    let age = Duration::from_secs(30);
-    let (mut session, mut other) = planned_on_an_empty_outbox(&pool, age).await;
+    let (mut session, mut other) = planned_on_an_empty_outbox(&pool).await;
     let lease = Duration::from_secs(30);
 
     fill(&mut other, 0, 20_000).await;
-    // Younger than half the age: kept.
+    // Younger than half its age: kept.
     session
         .replan_if_old(Phase::Deliver, "w", lease)
         .await
@@ -147,7 +144,8 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
         "the empty-outbox plan did not scan the outbox"
     );
 
-    // Half the age: the idle claimer plans again, and claims nothing doing so.
+    // Half its age (here an age of zero): the idle claimer plans again, and claims nothing
+    // doing so.
     let mut session = session.replan_after(Duration::ZERO);
     session
         .replan_if_old(Phase::Deliver, "w", lease)
@@ -160,7 +158,7 @@ async fn an_idle_claimer_plans_again_before_work_arrives(pool: PgPool) {
             .expect("leased");
     assert_eq!(leased, 100, "planning again claimed rows");
     // The claim that finds work runs the new plan (with the age back, it plans nothing itself).
-    let mut session = session.replan_after(age);
+    let mut session = session.replan_after(NEVER_DUE);
     let before = outbox_scans(session.connection()).await;
     assert_eq!(claim(&mut session, 100).await, 100);
     let after = outbox_scans(session.connection()).await;
@@ -205,33 +203,54 @@ async fn leased_index_reads(conn: &mut PgConnection) -> i64 {
     .await
 }
 
-/// A plain success of the delivery under `lease`.
-fn succeeded(lease: Lease) -> Completion {
-    Completion {
-        lease,
-        phase: Phase::Deliver,
-        attempt: 1,
-        status: Status::Succeeded,
-        response: Some(serde_json::json!({"id": "ref"})),
-        external_reference: Some("ref".into()),
-        last_error: None,
-        next: Next::Done,
-        report: Some(Report {
-            kind: AttemptKind::Succeeded,
-            status_code: Some(201),
-            error_code: None,
-            detail: None,
-            elapsed: Duration::from_millis(3),
-        }),
-    }
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_record_of_retries_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) {
+    let mut conn = pool.acquire().await.expect("conn");
+    let leased = all_leased(&mut conn, 3_000).await;
+    // Outcomes that are not plain successes take the general statement, record.sql.
+    let batch: Vec<Completion> = leased[..200].iter().map(|&l| common::retried(l)).collect();
+    let (reads, outbox_scans, intents_scans) = (
+        leased_index_reads(&mut conn).await,
+        scans(&mut conn, "outbox").await,
+        scans(&mut conn, "intents").await,
+    );
+    let recorded = oncebox_store::record(&mut *conn, "w", &batch)
+        .await
+        .expect("record");
+    assert_eq!(recorded.len(), 200, "the whole batch is written");
+    assert_eq!(
+        leased_index_reads(&mut conn).await - reads,
+        0,
+        "the fence looks up its rows by key, not through every leased row"
+    );
+    assert_eq!(
+        scans(&mut conn, "outbox").await,
+        outbox_scans,
+        "no scan of the outbox"
+    );
+    assert_eq!(
+        scans(&mut conn, "intents").await,
+        intents_scans,
+        "no scan of the journal"
+    );
+    let unleased: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM oncebox.outbox WHERE lease_owner IS NULL AND attempt = 1",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("count");
+    assert_eq!(
+        unleased, 200,
+        "each retried row is given back for its next attempt"
+    );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
-async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) {
-    let mut conn = pool.acquire().await.expect("conn");
-    fill(&mut conn, 0, 3_000).await;
-    // Statistics taken with nothing leased, as after a backlog was written; then all of it
-    // leased, as a fleet of workers with thousands of calls under way holds it.
+/// `n` intents written with statistics taken while nothing was leased, as after a backlog was
+/// written, then all of them leased to worker `w`, as a fleet of workers with thousands of
+/// calls under way holds them; the session then plans each statement on each call, as the
+/// worker's pool does. Returns the leases.
+async fn all_leased(conn: &mut PgConnection, n: i64) -> Vec<Lease> {
+    fill(conn, 0, n).await;
     sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
         .execute(&mut *conn)
         .await
@@ -253,14 +272,22 @@ async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) 
         }
         leased.extend(rows.into_iter().map(|r| r.lease));
     }
-    assert_eq!(leased.len(), 3_000);
-    // Planned on each call, as the worker's pool plans it.
+    assert_eq!(leased.len() as i64, n);
     sqlx::query("SET plan_cache_mode = force_custom_plan")
         .execute(&mut *conn)
         .await
         .expect("set");
+    leased
+}
 
-    let batch: Vec<Completion> = leased[..200].iter().copied().map(succeeded).collect();
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) {
+    let mut conn = pool.acquire().await.expect("conn");
+    let leased = all_leased(&mut conn, 3_000).await;
+    let batch: Vec<Completion> = leased[..200]
+        .iter()
+        .map(|&l| common::succeeded(l, "w"))
+        .collect();
     let (reads, outbox_scans, intents_scans) = (
         leased_index_reads(&mut conn).await,
         scans(&mut conn, "outbox").await,
