@@ -209,30 +209,7 @@ async fn a_record_of_retries_reads_only_its_own_rows_however_many_are_leased(poo
     let leased = all_leased(&mut conn, 3_000).await;
     // Outcomes that are not plain successes take the general statement, record.sql.
     let batch: Vec<Completion> = leased[..200].iter().map(|&l| common::retried(l)).collect();
-    let (reads, outbox_scans, intents_scans) = (
-        leased_index_reads(&mut conn).await,
-        scans(&mut conn, "outbox").await,
-        scans(&mut conn, "intents").await,
-    );
-    let recorded = oncebox_store::record(&mut *conn, "w", &batch)
-        .await
-        .expect("record");
-    assert_eq!(recorded.len(), 200, "the whole batch is written");
-    assert_eq!(
-        leased_index_reads(&mut conn).await - reads,
-        0,
-        "the fence looks up its rows by key, not through every leased row"
-    );
-    assert_eq!(
-        scans(&mut conn, "outbox").await,
-        outbox_scans,
-        "no scan of the outbox"
-    );
-    assert_eq!(
-        scans(&mut conn, "intents").await,
-        intents_scans,
-        "no scan of the journal"
-    );
+    records_reading_only_its_own_rows(&mut conn, &batch).await;
     let unleased: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM oncebox.outbox WHERE lease_owner IS NULL AND attempt = 1",
     )
@@ -242,6 +219,35 @@ async fn a_record_of_retries_reads_only_its_own_rows_however_many_are_leased(poo
     assert_eq!(
         unleased, 200,
         "each retried row is given back for its next attempt"
+    );
+}
+
+/// Records `batch` (of leases held by worker `w`) and checks that the whole batch was written
+/// reading none of the other leased rows and scanning neither the outbox nor the journal.
+async fn records_reading_only_its_own_rows(conn: &mut PgConnection, batch: &[Completion]) {
+    let (reads, outbox_scans, intents_scans) = (
+        leased_index_reads(conn).await,
+        scans(conn, "outbox").await,
+        scans(conn, "intents").await,
+    );
+    let recorded = oncebox_store::record(&mut *conn, "w", batch)
+        .await
+        .expect("record");
+    assert_eq!(recorded.len(), batch.len(), "the whole batch is written");
+    assert_eq!(
+        leased_index_reads(conn).await - reads,
+        0,
+        "the fence looks up its rows by key, not through every leased row"
+    );
+    assert_eq!(
+        scans(conn, "outbox").await,
+        outbox_scans,
+        "no scan of the outbox"
+    );
+    assert_eq!(
+        scans(conn, "intents").await,
+        intents_scans,
+        "no scan of the journal"
     );
 }
 
@@ -288,28 +294,5 @@ async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) 
         .iter()
         .map(|&l| common::succeeded(l, "w"))
         .collect();
-    let (reads, outbox_scans, intents_scans) = (
-        leased_index_reads(&mut conn).await,
-        scans(&mut conn, "outbox").await,
-        scans(&mut conn, "intents").await,
-    );
-    let recorded = oncebox_store::record(&mut *conn, "w", &batch)
-        .await
-        .expect("record");
-    assert_eq!(recorded.len(), 200, "the whole batch is written");
-    assert_eq!(
-        leased_index_reads(&mut conn).await - reads,
-        0,
-        "the fence looks up its rows by key, not through every leased row"
-    );
-    assert_eq!(
-        scans(&mut conn, "outbox").await,
-        outbox_scans,
-        "no scan of the outbox"
-    );
-    assert_eq!(
-        scans(&mut conn, "intents").await,
-        intents_scans,
-        "no scan of the journal"
-    );
+    records_reading_only_its_own_rows(&mut conn, &batch).await;
 }
