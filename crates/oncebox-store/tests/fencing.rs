@@ -15,12 +15,6 @@ fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
     common::succeeded(Lease { intent_id, epoch }, who)
 }
 
-/// A retry of the delivery of intent `intent_id` at `epoch`: an outcome the general record
-/// statement writes, where [`succeeded`] takes the statement for plain successes.
-fn retried(intent_id: i64, epoch: i64, _who: &str) -> Completion {
-    common::retried(Lease { intent_id, epoch })
-}
-
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     let id = claimed_then_expired(&pool).await;
@@ -185,19 +179,20 @@ async fn written(pool: &PgPool) -> (String, i64, Option<(Option<String>, i64)>) 
 /// attempts, and the new owner keeps its row.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_takeover_committed_while_a_record_waits_wins(pool: PgPool) {
-    takeover_while_a_record_waits(pool, succeeded).await;
+    takeover_while_a_record_waits(&pool, |lease| common::succeeded(lease, "stale")).await;
 }
 
-/// The same with an outcome of the general record statement.
+/// The same with a retry, an outcome the general record statement writes (plain successes take
+/// a statement of their own).
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_takeover_committed_while_a_record_of_a_retry_waits_wins(pool: PgPool) {
-    takeover_while_a_record_waits(pool, retried).await;
+    takeover_while_a_record_waits(&pool, common::retried).await;
 }
 
-/// Records `outcome` of the stale worker while another worker's takeover of the row is under
-/// way, then commits the takeover.
-async fn takeover_while_a_record_waits(pool: PgPool, outcome: fn(i64, i64, &str) -> Completion) {
-    let id = claimed_then_expired(&pool).await;
+/// Records the stale worker's `outcome` of its lease while another worker's takeover of the row
+/// is under way, then commits the takeover.
+async fn takeover_while_a_record_waits(pool: &PgPool, outcome: fn(Lease) -> Completion) {
+    let id = claimed_then_expired(pool).await;
     let mut takeover = pool.begin().await.expect("begin");
     let taken = claim(
         &mut *takeover,
@@ -213,15 +208,19 @@ async fn takeover_while_a_record_waits(pool: PgPool, outcome: fn(i64, i64, &str)
 
     let stale = {
         let pool = pool.clone();
-        tokio::spawn(async move { record(&pool, "stale", &[outcome(id, 1, "stale")]).await })
+        let lease = Lease {
+            intent_id: id,
+            epoch: 1,
+        };
+        tokio::spawn(async move { record(&pool, "stale", &[outcome(lease)]).await })
     };
-    until_a_record_waits_for_a_lock(&pool).await;
+    until_a_record_waits_for_a_lock(pool).await;
     takeover.commit().await.expect("commit the takeover");
 
     let recorded = stale.await.expect("record task").expect("record");
     assert!(recorded.is_empty(), "the stale record wrote {recorded:?}");
     assert_eq!(
-        written(&pool).await,
+        written(pool).await,
         ("pending".to_owned(), 0, Some((Some("owner".to_owned()), 2))),
         "the stale worker wrote nothing and the owner keeps its row"
     );
@@ -231,23 +230,24 @@ async fn takeover_while_a_record_waits(pool: PgPool, outcome: fn(i64, i64, &str)
 /// renewed) leaves the fence as it was, and the record goes through whole.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_renewal_committed_while_a_record_waits_lets_it_through(pool: PgPool) {
-    let written = renewal_while_a_record_waits(&pool, succeeded).await;
+    let written =
+        renewal_while_a_record_waits(&pool, |lease| common::succeeded(lease, "stale")).await;
     assert_eq!(written, ("succeeded".to_owned(), 1, None));
 }
 
-/// The same with an outcome of the general record statement: the retry is written, and the row
-/// is given back for its next attempt.
+/// The same with a retry, written by the general record statement: the row is given back for its
+/// next attempt.
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_renewal_committed_while_a_record_of_a_retry_waits_lets_it_through(pool: PgPool) {
-    let written = renewal_while_a_record_waits(&pool, retried).await;
+    let written = renewal_while_a_record_waits(&pool, common::retried).await;
     assert_eq!(written, ("pending".to_owned(), 1, Some((None, 1))));
 }
 
-/// Records `outcome` of the lease's owner while its own renewal of the lease is under way, then
+/// Records the lease owner's `outcome` while its own renewal of the lease is under way, then
 /// commits the renewal; checks the record went through and returns what is written.
 async fn renewal_while_a_record_waits(
     pool: &PgPool,
-    outcome: fn(i64, i64, &str) -> Completion,
+    outcome: fn(Lease) -> Completion,
 ) -> (String, i64, Option<(Option<String>, i64)>) {
     let id = claimed_then_expired(pool).await;
     let mut renewal = pool.begin().await.expect("begin");
@@ -267,7 +267,11 @@ async fn renewal_while_a_record_waits(
 
     let owner = {
         let pool = pool.clone();
-        tokio::spawn(async move { record(&pool, "stale", &[outcome(id, 1, "stale")]).await })
+        let lease = Lease {
+            intent_id: id,
+            epoch: 1,
+        };
+        tokio::spawn(async move { record(&pool, "stale", &[outcome(lease)]).await })
     };
     until_a_record_waits_for_a_lock(pool).await;
     renewal.commit().await.expect("commit the renewal");
