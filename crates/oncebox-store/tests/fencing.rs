@@ -113,6 +113,49 @@ async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     );
 }
 
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_worker_that_claims_its_row_again_cannot_record_its_earlier_attempt(pool: PgPool) {
+    // The lease of worker "stale" expired and the same worker claimed the row again: the
+    // owner's name matches, and only the epoch tells the two attempts apart.
+    let id = claimed_then_expired(&pool).await;
+    let again = claim(
+        &pool,
+        Phase::Deliver,
+        "stale",
+        10,
+        Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
+    )
+    .await
+    .expect("claim again");
+    assert_eq!(again[0].lease.epoch, 2);
+    let earlier = [succeeded(id, 1, "stale")];
+    let earlier_retry = [common::retried(Lease {
+        intent_id: id,
+        epoch: 1,
+    })];
+    for (batch, statement) in [(&earlier, "successes"), (&earlier_retry, "any outcome")] {
+        let written = record(&pool, "stale", batch).await.expect("record");
+        assert!(
+            written.is_empty(),
+            "the record of {statement} is fenced by the epoch"
+        );
+    }
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM oncebox.attempts")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(attempts, 0, "nothing of the earlier attempt is written");
+    let written = record(&pool, "stale", &[succeeded(id, 2, "stale")])
+        .await
+        .expect("record");
+    assert_eq!(
+        written,
+        vec![id],
+        "the current attempt's outcome is written"
+    );
+}
+
 /// One intent submitted and claimed by `stale` (epoch 1), its lease already expired; its id.
 async fn claimed_then_expired(pool: &PgPool) -> i64 {
     let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");

@@ -191,14 +191,14 @@ async fn a_key_lookup_prepared_on_an_empty_journal_reads_the_index_once_it_has_g
     assert_eq!(after, before, "the lookup scanned the whole journal");
 }
 
-/// Rows read so far through the outbox's `outbox_leased` index, as the statistics collector
-/// counts them once this session's counts are flushed.
-async fn leased_index_reads(conn: &mut PgConnection) -> i64 {
+/// Entries read so far through the index `oncebox.{index}`, as the statistics collector counts
+/// them once this session's counts are flushed.
+async fn index_reads(conn: &mut PgConnection, index: &str) -> i64 {
     counted(
         conn,
         "SELECT idx_tup_read FROM pg_stat_user_indexes
          WHERE schemaname = 'oncebox' AND indexrelname = $1",
-        "outbox_leased",
+        index,
     )
     .await
 }
@@ -223,10 +223,12 @@ async fn a_record_of_retries_reads_only_its_own_rows_however_many_are_leased(poo
 }
 
 /// Records `batch` (of leases held by worker `w`) and checks that the whole batch was written
-/// reading none of the other leased rows and scanning neither the outbox nor the journal.
+/// reading none of the other leased rows, each of its intents once, and scanning neither the
+/// outbox nor the journal.
 async fn records_reading_only_its_own_rows(conn: &mut PgConnection, batch: &[Completion]) {
-    let (reads, outbox_scans, intents_scans) = (
-        leased_index_reads(conn).await,
+    let (reads, journal_reads, outbox_scans, intents_scans) = (
+        index_reads(conn, "outbox_leased").await,
+        index_reads(conn, "intents_pkey").await,
         scans(conn, "outbox").await,
         scans(conn, "intents").await,
     );
@@ -235,9 +237,14 @@ async fn records_reading_only_its_own_rows(conn: &mut PgConnection, batch: &[Com
         .expect("record");
     assert_eq!(recorded.len(), batch.len(), "the whole batch is written");
     assert_eq!(
-        leased_index_reads(conn).await - reads,
+        index_reads(conn, "outbox_leased").await - reads,
         0,
         "the fence looks up its rows by key, not through every leased row"
+    );
+    assert_eq!(
+        index_reads(conn, "intents_pkey").await - journal_reads,
+        batch.len() as i64,
+        "the journal update reads each intent once"
     );
     assert_eq!(
         scans(conn, "outbox").await,
