@@ -20,6 +20,7 @@ async fn crash_storm_ends_with_exactly_one_effect_per_intent() {
         seed: 42,
         lookup_token: None,
         keep_no_bodies: false,
+        keep_no_history: false,
     })
     .await
     .expect("receiver");

@@ -395,6 +395,7 @@ pub(crate) async fn noop_receiver() -> anyhow::Result<Receiver> {
     Receiver::start(ReceiverConfig {
         honours_keys: true,
         keep_no_bodies: true,
+        keep_no_history: false,
         ..ReceiverConfig::default()
     })
     .await

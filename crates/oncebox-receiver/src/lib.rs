@@ -56,6 +56,11 @@ pub struct ReceiverConfig {
     /// benchmarks, whose hundreds of thousands of requests would otherwise be copied twice each
     /// into memory that the receiver, in the benchmark's own process, pays for.
     pub keep_no_bodies: bool,
+    /// Keep no record of each request: [`Receiver::seen`] stays empty, while effects, their
+    /// bodies (what the lookup answers with) and the count of requests per key are kept as
+    /// always. For a receiver that runs for long (`oncebox receiver`), whose memory would
+    /// otherwise grow with every request, repeated ones included.
+    pub keep_no_history: bool,
 }
 
 /// What the receiver does with one request.
@@ -253,11 +258,12 @@ async fn serve(
         let attempt = header(&head, "X-Oncebox-Attempt").and_then(|a| a.parse().ok());
         let (index, fault, replay) = execute(&state, &config, &key, attempt, body);
         let answered = answer(&mut stream, &key, fault, replay).await;
-        if let Some(seen) = state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .seen
-            .get_mut(index)
+        if let Some(index) = index
+            && let Some(seen) = state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .seen
+                .get_mut(index)
         {
             seen.ended = Some(std::time::Instant::now());
         }
@@ -311,14 +317,14 @@ fn look_up(state: &Mutex<State>, target: &str) -> Value {
 
 /// Picks the fault of one request, executes its effect (unless the fault forbids it, or the
 /// receiver honours keys and the key has one already) and notes what it saw. Returns where it
-/// noted it, the fault and whether the answer is a replay.
+/// noted it (nowhere when it keeps no history), the fault and whether the answer is a replay.
 fn execute(
     state: &Mutex<State>,
     config: &ReceiverConfig,
     key: &str,
     attempt: Option<u32>,
     body: Value,
-) -> (usize, Fault, bool) {
+) -> (Option<usize>, Fault, bool) {
     let mut st = state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -360,6 +366,10 @@ fn execute(
             bodies.push(kept.clone());
         }
     }
+    tracing::debug!(%key, ?fault, executed, replay, "receiver");
+    if config.keep_no_history {
+        return (None, fault, replay);
+    }
     let body = match config.keep_no_bodies {
         true => Value::Null,
         false => body,
@@ -373,8 +383,7 @@ fn execute(
         executed,
         body,
     });
-    tracing::debug!(%key, ?fault, executed, replay, "receiver");
-    (st.seen.len() - 1, fault, replay)
+    (Some(st.seen.len() - 1), fault, replay)
 }
 
 /// Answers as `fault` says; false when the connection is to be closed.

@@ -88,3 +88,32 @@ async fn a_receiver_keeping_no_bodies_still_counts_replays_and_looks_up_every_ef
         }
     }
 }
+
+#[tokio::test]
+async fn a_receiver_keeping_no_history_still_counts_scripts_faults_and_looks_up_every_effect() {
+    let rx = Receiver::start(ReceiverConfig {
+        keep_no_history: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    let script = r#"{"n": 1, "faults": ["503:1", "ok"]}"#;
+    let refused = post(&rx, "k-1", script).await;
+    let done = post(&rx, "k-1", script).await;
+    assert_eq!(
+        refused["error"], "busy",
+        "the first request's fault: {refused}"
+    );
+    assert_eq!(done["id"], "ref-k-1", "the second request's: {done}");
+    let doubled = post(&rx, "k-2", r#"{"n": 2, "faults": ["double"]}"#).await;
+    assert!(doubled.is_null(), "a double effect goes unanswered");
+    assert_eq!(rx.effects().get("k-1"), Some(&1));
+    assert_eq!(rx.effects().get("k-2"), Some(&2));
+    assert!(rx.seen().is_empty(), "no request is kept");
+    let found = exchange(&rx, "GET /effects?key=k-2 HTTP/1.1", "").await;
+    assert_eq!(
+        found["data"][1]["id"], "ref-k-2-2",
+        "both effects are found"
+    );
+    assert_eq!(found["data"][0]["n"], 2, "with their bodies");
+}

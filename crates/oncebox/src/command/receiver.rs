@@ -8,6 +8,10 @@ use crate::exit::{CliError, CliResult};
 /// Run the reference receiver (the demo's billing system) as a server: POST records one
 /// effect per request (per key with --honours-keys), GET /effects?key=K looks effects up.
 /// For trying a deployment end to end (deploy/compose.yaml); never a production receiver.
+///
+/// It keeps each effect, with its request body, for the lookup to answer with, and no other
+/// record of the requests than a count per key: its memory grows with the keys it is sent and
+/// the effects it executes, not with each request.
 #[derive(Debug, ClapArgs)]
 pub(crate) struct Args {
     /// Address to listen on.
@@ -42,6 +46,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
         seed: u64::from(std::process::id()),
         lookup_token: args.lookup_token,
         keep_no_bodies: false,
+        keep_no_history: true,
     };
     let rx = oncebox_receiver::Receiver::start_on(args.listen, config)
         .await

@@ -206,6 +206,7 @@ impl Demo {
                 seed,
                 lookup_token: None,
                 keep_no_bodies: false,
+                keep_no_history: false,
             })
             .await
             .context("cannot start a reference receiver")
