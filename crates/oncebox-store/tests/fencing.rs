@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use oncebox_core::NewIntent;
-use oncebox_store::{Completion, Intake, Lease, Phase, claim, mark_dispatched, record, renew};
+use oncebox_store::{
+    ClaimedRow, Completion, Intake, Lease, Phase, claim, mark_dispatched, record, renew,
+};
 use serde_json::json;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 
 mod common;
 
@@ -19,16 +21,7 @@ fn succeeded(intent_id: i64, epoch: i64, who: &str) -> Completion {
 async fn a_stale_worker_cannot_overwrite_the_new_owner(pool: PgPool) {
     let id = claimed_then_expired(&pool).await;
     let mut conn = pool.acquire().await.expect("conn");
-    let b = claim(
-        &mut *conn,
-        Phase::Deliver,
-        "owner",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("claim b");
+    let b = claim_for(&mut *conn, "owner").await.expect("claim b");
     assert_eq!((b[0].lease.epoch, b[0].lease_taken_over), (2, true));
 
     // The stale worker (epoch 1) is fenced out of every write.
@@ -118,16 +111,7 @@ async fn a_worker_that_claims_its_row_again_cannot_record_its_earlier_attempt(po
     // The lease of worker "stale" expired and the same worker claimed the row again: the
     // owner's name matches, and only the epoch tells the two attempts apart.
     let id = claimed_then_expired(&pool).await;
-    let again = claim(
-        &pool,
-        Phase::Deliver,
-        "stale",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("claim again");
+    let again = claim_for(&pool, "stale").await.expect("claim again");
     assert_eq!(again[0].lease.epoch, 2);
     let earlier = [succeeded(id, 1, "stale")];
     let earlier_retry = [common::retried(Lease {
@@ -156,6 +140,19 @@ async fn a_worker_that_claims_its_row_again_cannot_record_its_earlier_attempt(po
     );
 }
 
+/// Claims up to ten deliver rows for worker `who`, leased for 30 s.
+async fn claim_for(db: impl PgExecutor<'_>, who: &str) -> Result<Vec<ClaimedRow>, sqlx::Error> {
+    claim(
+        db,
+        Phase::Deliver,
+        who,
+        10,
+        Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
+    )
+    .await
+}
+
 /// One intent submitted and claimed by `stale` (epoch 1), its lease already expired; its id.
 async fn claimed_then_expired(pool: &PgPool) -> i64 {
     let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");
@@ -167,16 +164,7 @@ async fn claimed_then_expired(pool: &PgPool) -> i64 {
         .intent
         .id;
     tx.commit().await.expect("commit");
-    let claimed = claim(
-        pool,
-        Phase::Deliver,
-        "stale",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("claim");
+    let claimed = claim_for(pool, "stale").await.expect("claim");
     assert_eq!(claimed[0].lease.epoch, 1);
     sqlx::query("UPDATE oncebox.outbox SET lease_expires_at = now() - interval '1 second'")
         .execute(pool)
@@ -237,16 +225,7 @@ async fn a_takeover_committed_while_a_record_of_a_retry_waits_wins(pool: PgPool)
 async fn takeover_while_a_record_waits(pool: &PgPool, outcome: fn(Lease) -> Completion) {
     let id = claimed_then_expired(pool).await;
     let mut takeover = pool.begin().await.expect("begin");
-    let taken = claim(
-        &mut *takeover,
-        Phase::Deliver,
-        "owner",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("take over");
+    let taken = claim_for(&mut *takeover, "owner").await.expect("take over");
     assert_eq!((taken[0].lease.epoch, taken[0].lease_taken_over), (2, true));
 
     let stale = {
