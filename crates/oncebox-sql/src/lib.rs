@@ -53,6 +53,8 @@ statements! {
     RECORD = "record.sql";
     /// Record a batch of first-time successes of deliveries (fenced): record.sql's common case.
     RECORD_SUCCEEDED = "record_succeeded.sql";
+    /// A completer's own session for record_succeeded.sql: one cached plan, by primary keys.
+    RECORD_SESSION = "record_session.sql";
     /// Renew leases (fenced).
     RENEW = "renew.sql";
     /// Release leases at shutdown (fenced).

@@ -45,8 +45,8 @@ pub use migrate::{
 pub use queue::{ReadyQueue, WaitingGauge, ping, ready_queue, waiting_gauges};
 pub use readiness::{READY_TIMEOUT, ReadinessCheck};
 pub use record::{
-    Completion, Next, Report, defer, mark_dispatched, mark_reconciling, messages_later,
-    messages_sent, record, release, renew,
+    Completion, Next, RecordSession, Report, defer, mark_dispatched, mark_reconciling,
+    messages_later, messages_sent, record, release, renew,
 };
 pub use settled::{listen_for_settled, next_settlement};
 pub use submit::{Intake, MissingRedactionKey, Recorded, Submitted};

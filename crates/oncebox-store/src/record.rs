@@ -103,9 +103,60 @@ pub async fn record(
     worker: &str,
     batch: &[Completion],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    match batch.iter().all(Completion::plain_success) {
+    match RecordSession::takes(batch) {
         true => record_succeeded(db, worker, batch).await,
         false => record_any(db, worker, batch).await,
+    }
+}
+
+/// A connection of its own, out of the pool, on which batches of plain successes — what a drain
+/// records — are written with one cached plan instead of a plan made for each batch
+/// (`record_session.sql` says why that plan is safe to keep). Any other batch is written on the
+/// pool, by [`record`].
+#[derive(Debug)]
+pub struct RecordSession {
+    conn: sqlx::PgConnection,
+}
+
+impl RecordSession {
+    /// Opens a session on a connection taken out of `pool`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn open(pool: &sqlx::PgPool) -> Result<RecordSession, sqlx::Error> {
+        let mut conn = pool.acquire().await?.detach();
+        sqlx::query(crate::sql::RECORD_SESSION)
+            .execute(&mut conn)
+            .await?;
+        Ok(RecordSession { conn })
+    }
+
+    /// Whether this session writes `batch`: it is all [plain successes](Completion::plain_success).
+    pub fn takes(batch: &[Completion]) -> bool {
+        batch.iter().all(Completion::plain_success)
+    }
+
+    /// [`record`] for a batch this session [takes](RecordSession::takes), with the same answer.
+    ///
+    /// # Errors
+    /// The database's error; nothing of the batch is written then. A batch the session does not
+    /// take is refused with [`sqlx::Error::Protocol`] before anything is sent.
+    pub async fn record(
+        &mut self,
+        worker: &str,
+        batch: &[Completion],
+    ) -> Result<Vec<i64>, sqlx::Error> {
+        if !RecordSession::takes(batch) {
+            return Err(sqlx::Error::Protocol(
+                "a record session writes only batches of plain successes".into(),
+            ));
+        }
+        record_succeeded(&mut self.conn, worker, batch).await
+    }
+
+    /// The session's connection, to read what it did (tests).
+    pub fn connection(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.conn
     }
 }
 

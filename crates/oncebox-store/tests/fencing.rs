@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use oncebox_core::NewIntent;
 use oncebox_store::{
-    ClaimedRow, Completion, Intake, Lease, Phase, claim, mark_dispatched, record, renew,
+    ClaimedRow, Completion, Intake, Lease, Phase, RecordSession, claim, mark_dispatched, record,
+    renew,
 };
 use serde_json::json;
 use sqlx::{PgExecutor, PgPool};
@@ -138,6 +139,62 @@ async fn a_worker_that_claims_its_row_again_cannot_record_its_earlier_attempt(po
         vec![id],
         "the current attempt's outcome is written"
     );
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_record_session_is_fenced_as_the_pool_is(pool: PgPool) {
+    // The session's plan is made and cached first (an empty batch), as a worker's is by its
+    // first record; the records below run that cached plan.
+    let mut session = RecordSession::open(&pool).await.expect("session");
+    assert!(session.record("w", &[]).await.expect("record").is_empty());
+    let id = claimed_then_expired(&pool).await;
+    let b = claim_for(&pool, "owner").await.expect("claim b");
+    assert_eq!(b[0].lease.epoch, 2);
+
+    for (who, epoch, why) in [
+        ("stale", 1, "a stale epoch"),
+        ("stale", 2, "another owner's lease"),
+        ("owner", 1, "the owner's own earlier epoch"),
+    ] {
+        let written = session
+            .record(who, &[succeeded(id, epoch, who)])
+            .await
+            .expect("record");
+        assert!(written.is_empty(), "a record under {why} wrote {written:?}");
+    }
+    let (status, attempts, outbox) = state(&pool).await;
+    assert_eq!(
+        (status.as_str(), attempts, outbox),
+        ("pending", 0, 1),
+        "nothing was written"
+    );
+    let written = session
+        .record("owner", &[succeeded(id, 2, "owner")])
+        .await
+        .expect("record");
+    assert_eq!(written, vec![id], "the owner's record goes through");
+    assert_eq!(state(&pool).await, ("succeeded".to_owned(), 1, 0));
+
+    // A batch that is not all plain successes is refused before anything is sent.
+    let retry = common::retried(Lease {
+        intent_id: id,
+        epoch: 2,
+    });
+    assert!(matches!(
+        session.record("owner", &[retry]).await,
+        Err(sqlx::Error::Protocol(_))
+    ));
+}
+
+/// The first intent's status, the attempts reported and the outbox rows left.
+async fn state(pool: &PgPool) -> (String, i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT status::text FROM oncebox.intents ORDER BY id LIMIT 1),
+                (SELECT count(*) FROM oncebox.attempts), (SELECT count(*) FROM oncebox.outbox)",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("state")
 }
 
 /// Claims up to ten deliver rows for worker `who`, leased for 30 s.

@@ -3,11 +3,14 @@
 //! claim session plans its claim again once the plan is old, between claims when idle; and the
 //! journal's lookup by key, prepared by a client on an empty journal, is planned on every call.
 //! And a record, of successes or of any other outcome, reads only its own rows, whatever the
-//! statistics say of how many rows are leased.
+//! statistics say of how many rows are leased; so does a record session's cached plan of a
+//! record of successes, made while the tables were empty.
 
 use std::time::Duration;
 
-use oncebox_store::{ClaimSession, Completion, Lease, Phase, TenantCursor, intent_by_key};
+use oncebox_store::{
+    ClaimSession, Completion, Lease, Phase, RecordSession, TenantCursor, intent_by_key,
+};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 
@@ -268,6 +271,16 @@ async fn all_leased(conn: &mut PgConnection, n: i64) -> Vec<Lease> {
         .execute(&mut *conn)
         .await
         .expect("analyze");
+    let leased = lease_all(conn, n).await;
+    sqlx::query("SET plan_cache_mode = force_custom_plan")
+        .execute(&mut *conn)
+        .await
+        .expect("set");
+    leased
+}
+
+/// Claims every deliver row, `n` of them, for worker `w`; returns the leases.
+async fn lease_all(conn: &mut PgConnection, n: i64) -> Vec<Lease> {
     let mut leased = Vec::new();
     loop {
         let rows = oncebox_store::claim(
@@ -286,10 +299,6 @@ async fn all_leased(conn: &mut PgConnection, n: i64) -> Vec<Lease> {
         leased.extend(rows.into_iter().map(|r| r.lease));
     }
     assert_eq!(leased.len() as i64, n);
-    sqlx::query("SET plan_cache_mode = force_custom_plan")
-        .execute(&mut *conn)
-        .await
-        .expect("set");
     leased
 }
 
@@ -302,4 +311,98 @@ async fn a_record_reads_only_its_own_rows_however_many_are_leased(pool: PgPool) 
         .map(|&l| common::succeeded(l, "w"))
         .collect();
     records_reading_only_its_own_rows(&mut conn, &batch).await;
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_record_session_plan_made_on_empty_tables_reads_only_its_own_rows(pool: PgPool) {
+    let mut conn = pool.acquire().await.expect("conn");
+    sqlx::query("VACUUM ANALYZE oncebox.outbox, oncebox.intents")
+        .execute(&mut *conn)
+        .await
+        .expect("analyze");
+    // The session's plan is made on its first record, an empty batch, while the statistics
+    // say the tables are empty, and kept.
+    let mut session = RecordSession::open(&pool).await.expect("session");
+    assert!(session.record("w", &[]).await.expect("record").is_empty());
+    let plan = cached_record_plan(session.connection()).await;
+    for node in ["Seq Scan", "Nested Loop"] {
+        assert!(!plan.contains(node), "the cached plan has a {node}: {plan}");
+    }
+
+    // The backlog is written and leased after the plan was made, with no statistics taken
+    // since (taking them would make the session plan again).
+    fill(&mut conn, 0, 3_000).await;
+    let leased = lease_all(&mut conn, 3_000).await;
+    let batch: Vec<Completion> = leased[..300]
+        .iter()
+        .map(|&l| common::succeeded(l, "w"))
+        .collect();
+    let (outbox_reads, journal_reads, outbox_scans, intents_scans) = (
+        index_reads(&mut conn, "outbox_pkey").await,
+        index_reads(&mut conn, "intents_pkey").await,
+        scans(&mut conn, "outbox").await,
+        scans(&mut conn, "intents").await,
+    );
+    let written = session.record("w", &batch).await.expect("record");
+    assert_eq!(written.len(), batch.len(), "the whole batch is written");
+    // The session's counts, flushed when it goes idle after this statement.
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(session.connection())
+        .await
+        .expect("flush");
+    assert_eq!(
+        cached_record_plan(session.connection()).await,
+        plan,
+        "the record ran the plan made on empty tables"
+    );
+    // Two index entries per row: the row as claimed, and as it was before the claim (not yet
+    // vacuumed away) — and none of the other 2,700 leased rows.
+    assert_eq!(
+        index_reads(&mut conn, "outbox_pkey").await - outbox_reads,
+        2 * batch.len() as i64,
+        "the fence reads each outcome's row by key"
+    );
+    assert_eq!(
+        index_reads(&mut conn, "intents_pkey").await - journal_reads,
+        batch.len() as i64,
+        "the journal update reads each intent once"
+    );
+    assert_eq!(
+        (
+            scans(&mut conn, "outbox").await,
+            scans(&mut conn, "intents").await
+        ),
+        (outbox_scans, intents_scans),
+        "no scan of the outbox or the journal"
+    );
+}
+
+/// The plan the session on `conn` keeps for record_succeeded.sql (its statement prepared by
+/// sqlx, found by its text), as EXPLAIN shows it: the cached generic plan, whatever the
+/// parameters.
+async fn cached_record_plan(conn: &mut PgConnection) -> String {
+    let name: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements
+         WHERE statement LIKE '%INSERT INTO oncebox.attempts%' AND statement LIKE '%DELETE%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("the record statement is prepared");
+    // A name sqlx chose (`sqlx_s_N`), checked before it is written into the statement.
+    assert!(
+        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "statement name {name:?}"
+    );
+    let arrays = ["'{}'"; 8].join(", ");
+    let rows: Vec<String> = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (COSTS OFF) EXECUTE {name}({arrays}, 'w', 'c')"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .expect("explain")
+    .iter()
+    .map(|r| sqlx::Row::get(r, 0))
+    .collect();
+    rows.join("\n")
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
-use oncebox_store::Completion;
+use oncebox_store::{Completion, RecordSession};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +49,7 @@ impl Service for Completer {
     /// for its last writes.
     async fn run(mut self, ctx: Arc<Context>, stop: CancellationToken) {
         let mut writes = JoinSet::new();
+        let sessions = Sessions::default();
         let mut youngest = Instant::now();
         loop {
             crate::crash::panic_in(Self::NAME);
@@ -67,7 +68,7 @@ impl Service for Completer {
                 }
             }
             youngest = Instant::now();
-            writes.spawn(write(ctx.clone(), batch));
+            writes.spawn(write(ctx.clone(), sessions.clone(), batch));
         }
         while writes.join_next().await.is_some() {}
     }
@@ -93,10 +94,35 @@ async fn room_for_a_write(writes: &mut JoinSet<()>, youngest: Instant) {
     }
 }
 
+/// The completer's record sessions not in use: one per record in flight at most, opened when
+/// first needed and kept while they work.
+#[derive(Debug, Clone, Default)]
+struct Sessions(Arc<std::sync::Mutex<Vec<RecordSession>>>);
+
+impl Sessions {
+    /// Records `batch` once: a batch of plain successes on a record session (one taken from
+    /// those not in use, or opened), put back after a statement that worked; any other on the
+    /// pool.
+    async fn record(&self, ctx: &Context, batch: &[Completion]) -> Result<Vec<i64>, sqlx::Error> {
+        let worker = &ctx.settings.id;
+        if !RecordSession::takes(batch) {
+            return oncebox_store::record(&ctx.pool, worker, batch).await;
+        }
+        let idle = self.0.lock().expect("sessions").pop();
+        let mut session = match idle {
+            Some(s) => s,
+            None => RecordSession::open(&ctx.pool).await?,
+        };
+        let written = session.record(worker, batch).await?;
+        self.0.lock().expect("sessions").push(session);
+        Ok(written)
+    }
+}
+
 /// Writes one batch, retrying while the leases last; logs what could not be written.
-async fn write(ctx: Arc<Context>, batch: Vec<Completion>) {
+async fn write(ctx: Arc<Context>, sessions: Sessions, batch: Vec<Completion>) {
     let settings = &ctx.settings;
-    let attempt = || oncebox_store::record(&ctx.pool, &settings.id, &batch);
+    let attempt = || sessions.record(&ctx, &batch);
     let written = attempt
         .retry(
             ExponentialBuilder::default()
