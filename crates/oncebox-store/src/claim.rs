@@ -164,10 +164,7 @@ impl ClaimSession {
     /// # Errors
     /// The database's error.
     pub async fn open(pool: &sqlx::PgPool) -> Result<ClaimSession, sqlx::Error> {
-        let mut conn = pool.acquire().await?.detach();
-        sqlx::query(crate::sql::CLAIM_SESSION)
-            .execute(&mut conn)
-            .await?;
+        let conn = crate::session_connection(pool, crate::sql::CLAIM_SESSION).await?;
         Ok(ClaimSession {
             conn,
             planned_at: Instant::now(),

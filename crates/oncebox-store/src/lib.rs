@@ -114,3 +114,14 @@ async fn connect_with(
         .await?;
     Ok(pool)
 }
+
+/// A connection taken out of `pool` for good (the pool opens another in its place), set up by
+/// `setup`: the session statement of a claim or record session.
+async fn session_connection(
+    pool: &PgPool,
+    setup: &'static str,
+) -> Result<sqlx::PgConnection, sqlx::Error> {
+    let mut conn = pool.acquire().await?.detach();
+    sqlx::query(setup).execute(&mut conn).await?;
+    Ok(conn)
+}

@@ -124,10 +124,7 @@ impl RecordSession {
     /// # Errors
     /// The database's error.
     pub async fn open(pool: &sqlx::PgPool) -> Result<RecordSession, sqlx::Error> {
-        let mut conn = pool.acquire().await?.detach();
-        sqlx::query(crate::sql::RECORD_SESSION)
-            .execute(&mut conn)
-            .await?;
+        let conn = crate::session_connection(pool, crate::sql::RECORD_SESSION).await?;
         Ok(RecordSession { conn })
     }
 
