@@ -117,3 +117,56 @@ async fn a_receiver_keeping_no_history_still_counts_scripts_faults_and_looks_up_
     );
     assert_eq!(found["data"][0]["n"], 2, "with their bodies");
 }
+
+#[tokio::test]
+async fn a_receiver_keeping_no_bodies_reads_faults_however_the_body_spells_them() {
+    let rx = Receiver::start(ReceiverConfig {
+        keep_no_bodies: true,
+        ..ReceiverConfig::default()
+    })
+    .await
+    .expect("receiver");
+    // "faults" spelt with a JSON escape is still the key "faults".
+    let escaped = post(&rx, "k-1", r#"{"\u0066aults": ["double"]}"#).await;
+    assert!(escaped.is_null(), "a double effect goes unanswered");
+    assert_eq!(rx.effects().get("k-1"), Some(&2));
+    // Neither a body naming no faults nor one that is not JSON is refused.
+    assert_eq!(post(&rx, "k-2", r#"{"n": 2}"#).await["id"], "ref-k-2");
+    assert_eq!(post(&rx, "k-3", "not json").await["id"], "ref-k-3");
+    assert_eq!(rx.effects().get("k-3"), Some(&1));
+}
+
+#[tokio::test]
+async fn an_answer_spells_any_key_as_json_and_a_request_may_arrive_in_pieces() {
+    let rx = Receiver::start(ReceiverConfig::default())
+        .await
+        .expect("receiver");
+    let key = r#"a"b\c%2F/.."#;
+    assert_eq!(post(&rx, key, "{}").await["id"], format!("ref-{key}"));
+
+    // The head and the body in separate writes, the length header in lower case.
+    let addr = rx
+        .url()
+        .trim_start_matches("http://")
+        .replace("/effects", "");
+    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let body = r#"{"n": 7, "faults": ["500"]}"#;
+    let head = format!(
+        "POST /effects HTTP/1.1\r\nidempotency-key: k-9\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.flush().await.expect("flush");
+    tokio::task::yield_now().await;
+    stream.write_all(body.as_bytes()).await.expect("body");
+    let mut answer = Vec::new();
+    while !String::from_utf8_lossy(&answer).contains("oops") {
+        let mut chunk = [0u8; 1024];
+        let n = stream.read(&mut chunk).await.expect("answer");
+        assert_ne!(n, 0, "the answer broke off");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 500"), "the body's fault");
+    assert_eq!(rx.effects().get("k-9"), Some(&1), "the effect happened");
+    assert_eq!(rx.seen()[1].body["n"], 7, "the whole body was read");
+}
