@@ -5,14 +5,20 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// One request on a connection of its own; the answer's body as JSON, or null when the
-/// connection was closed without an answer.
-async fn exchange(rx: &Receiver, head: &str, body: &str) -> Value {
+/// A connection of its own to `rx`, and the address it is at.
+async fn connect(rx: &Receiver) -> (TcpStream, String) {
     let addr = rx
         .url()
         .trim_start_matches("http://")
         .replace("/effects", "");
-    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    (stream, addr)
+}
+
+/// One request on a connection of its own; the answer's body as JSON, or null when the
+/// connection was closed without an answer.
+async fn exchange(rx: &Receiver, head: &str, body: &str) -> Value {
+    let (mut stream, addr) = connect(rx).await;
     let request = format!(
         "{head}\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
@@ -145,11 +151,7 @@ async fn an_answer_spells_any_key_as_json_and_a_request_may_arrive_in_pieces() {
     assert_eq!(post(&rx, key, "{}").await["id"], format!("ref-{key}"));
 
     // The head and the body in separate writes, the length header in lower case.
-    let addr = rx
-        .url()
-        .trim_start_matches("http://")
-        .replace("/effects", "");
-    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut stream, _) = connect(&rx).await;
     let body = r#"{"n": 7, "faults": ["500"]}"#;
     let head = format!(
         "POST /effects HTTP/1.1\r\nidempotency-key: k-9\r\ncontent-length: {}\r\n\r\n",
