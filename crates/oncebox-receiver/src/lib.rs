@@ -237,26 +237,19 @@ async fn serve(
             }
         }
         let head = String::from_utf8_lossy(&buf[..head_len]);
-        let body = parse_body(&buf[head_len..head_len + content_length], &config);
-        if head.starts_with("GET ") {
-            if let Some(token) = &config.lookup_token
-                && header(&head, "Authorization") != Some(&format!("Bearer {token}"))
-            {
-                respond(&mut stream, 401, &[], r#"{"error":"unauthorized"}"#).await?;
-                buf.drain(..head_len + content_length);
-                continue;
-            }
-            let target = head.split_whitespace().nth(1).unwrap_or_default();
-            let answer = look_up(&state, target);
-            respond(&mut stream, 200, &[], &answer.to_string()).await?;
-            buf.drain(..head_len + content_length);
-            continue;
-        }
+        let lookup = head
+            .starts_with("GET ")
+            .then(|| look_up_answer(&head, &state, &config));
         let key = header(&head, "Idempotency-Key")
             .unwrap_or_default()
             .to_owned();
         let attempt = header(&head, "X-Oncebox-Attempt").and_then(|a| a.parse().ok());
+        let body = parse_body(&buf[head_len..head_len + content_length], &config);
         buf.drain(..head_len + content_length);
+        if let Some((status, answer)) = lookup {
+            respond(&mut stream, status, &[], &answer).await?;
+            continue;
+        }
         let (index, fault, replay) = execute(&state, &config, &key, attempt, body);
         let answered = answer(&mut stream, &key, fault, replay).await;
         if let Some(index) = index
@@ -284,6 +277,18 @@ fn parse_body(body: &[u8], config: &ReceiverConfig) -> Value {
         return Value::Null;
     }
     serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+/// The answer to a `GET` with request head `head`: the lookup, or 401 when it needs a token the
+/// request does not carry.
+fn look_up_answer(head: &str, state: &Mutex<State>, config: &ReceiverConfig) -> (u16, String) {
+    if let Some(token) = &config.lookup_token
+        && header(head, "Authorization") != Some(&format!("Bearer {token}"))
+    {
+        return (401, r#"{"error":"unauthorized"}"#.to_owned());
+    }
+    let target = head.split_whitespace().nth(1).unwrap_or_default();
+    (200, look_up(state, target).to_string())
 }
 
 /// The value of header `name` in a request head.
@@ -456,14 +461,9 @@ async fn read_head(
 ) -> std::io::Result<Option<(usize, usize)>> {
     loop {
         if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let len = buf[..pos]
-                .split(|b| *b == b'\n')
-                .find_map(|l| {
-                    let (k, v) = l.split_at_checked(l.iter().position(|b| *b == b':')?)?;
-                    k.trim_ascii()
-                        .eq_ignore_ascii_case(b"content-length")
-                        .then(|| std::str::from_utf8(&v[1..]).ok()?.trim().parse().ok())?
-                })
+            let head = String::from_utf8_lossy(&buf[..pos]);
+            let len = header(&head, "Content-Length")
+                .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             return Ok(Some((pos + 4, len)));
         }
