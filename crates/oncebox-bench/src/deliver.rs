@@ -1,7 +1,7 @@
 //! `oncebox-bench deliver`: the delivery pipeline against the raw claim+complete cycle, and
 //! AMQP delivery against a raw publisher-confirm loop.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -17,9 +17,8 @@ use sqlx::PgPool;
 use crate::DeliverArgs;
 use crate::baseline::{Scripts, pgbench_available};
 use crate::cpu::{CpuReading, CpuUse};
-use crate::harness::{
-    Drain, Writes, drain_measured, noop_sink, outbox_left, wal_position, wal_since,
-};
+use crate::harness::{Drain, Writes, drain_measured, noop_sink, wal_position, wal_since};
+use crate::latency::{Offer, Rate};
 use crate::queries;
 
 impl DeliverArgs {
@@ -68,7 +67,7 @@ async fn measure(a: &DeliverArgs, scratch: &ScratchDb, json_out: bool) -> anyhow
     }
     // 2. Latency at half that rate: paced submits, commit → arrival at the receiver.
     let intake = Intake::new(&config, None).context("the benchmark's actions hash nothing")?;
-    let paced = paced_latency(&pool, &intake, &receiver, rate / 2.0, a.seconds).await?;
+    let paced = paced_latency(&scratch.url, &intake, &receiver, rate / 2.0, a.seconds).await?;
     worker.stop().await?;
     // 3. The raw baseline: baseline/cycle.sql by pgbench over a filled backlog.
     let raw = raw_delivery_rps(a, scratch, &pool).await?;
@@ -198,12 +197,14 @@ impl HttpReport {
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
         let p = &self.paced;
         println!(
-            "  end to end at {:.0}/s (target {:.0}/s, {} samples): p50 {} ms, p99 {} ms",
-            p.achieved_rate,
+            "  end to end, offered {:.0}/s (half the drain), committed {:.0}/s, {} samples: \
+             p50 {} ms, p99 {} ms; submit p50 {} ms",
             p.target_rate,
+            p.achieved_rate,
             p.samples,
             ms(p.p50_ms),
-            ms(p.p99_ms)
+            ms(p.p99_ms),
+            ms(p.submit_p50_ms)
         );
     }
 }
@@ -226,83 +227,62 @@ fn print_cpu(cpu: Option<CpuUse>) {
     }
 }
 
-/// End-to-end latency at a paced rate.
+/// End-to-end latency at a paced rate: what was offered, what the submitters committed, and
+/// commit → arrival.
 #[derive(Debug, serde::Serialize)]
 struct Paced {
     target_rate: f64,
+    /// Intents committed per second in the measured window: below `target_rate` when the
+    /// submits themselves could not keep up beside the worker.
     achieved_rate: f64,
     samples: usize,
     p50_ms: Option<f64>,
     p99_ms: Option<f64>,
+    /// The submit's own latency (begin to commit returned), p50, in milliseconds.
+    submit_p50_ms: Option<f64>,
 }
 
-/// Submits at `target` intents/s for `seconds` from 32 tasks (one transaction each) and
-/// measures each intent's commit → arrival at `receiver`, once the outbox has drained.
+/// Submitters of the paced phase, each with its own connection, as an orchestrator's would be.
+const PACED_SUBMITTERS: u32 = 32;
+
+/// Submits at `target` intents/s (open loop, as `latency` does: a late submitter does not skip
+/// its turn, but starts nothing after the window) for
+/// `seconds` after a second's warm-up, through a pool of its own beside the worker's, and
+/// measures each intent's commit → arrival at `receiver` once all have arrived.
 async fn paced_latency(
-    pool: &PgPool,
+    url: &str,
     intake: &Intake,
     receiver: &Receiver,
     target: f64,
     seconds: u64,
 ) -> anyhow::Result<Paced> {
-    let submitters = 32usize;
-    let per_task_interval = Duration::from_secs_f64(submitters as f64 / target);
-    let end = Instant::now() + Duration::from_secs(seconds);
-    let mut tasks = Vec::new();
-    for s in 0..submitters {
-        let (pool, intake) = (pool.clone(), intake.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut committed: Vec<(String, Instant)> = Vec::new();
-            let mut tick = tokio::time::interval(per_task_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut i = 0;
-            while Instant::now() < end {
-                tick.tick().await;
-                let key = format!("paced-{s}-{i}");
-                i += 1;
-                let mut tx = pool.begin().await?;
-                intake
-                    .submit(
-                        &mut tx,
-                        NewIntent::new("bench", key.clone(), "noop", json!({"n": i})),
-                    )
-                    .await?;
-                tx.commit().await?;
-                committed.push((key, Instant::now()));
-            }
-            Ok::<_, anyhow::Error>(committed)
-        }));
-    }
-    let mut committed = Vec::new();
-    for t in tasks {
-        committed.extend(t.await.context("submitter panicked")??);
-    }
-    let wait_from = Instant::now();
-    while outbox_left(pool).await? > 0 && wait_from.elapsed() < Duration::from_secs(30) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let arrivals: HashMap<String, Instant> = receiver
-        .seen()
-        .into_iter()
-        .filter(|s| s.executed)
-        .map(|s| (s.key, s.at))
-        .collect();
-    let mut latencies: Vec<f64> = committed
-        .iter()
-        .filter_map(|(k, t)| {
-            arrivals
-                .get(k)
-                .map(|a| a.saturating_duration_since(*t).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    latencies.sort_by(f64::total_cmp);
-    let pct = |p: f64| crate::stats::percentile(&latencies, p);
+    let pool =
+        oncebox_store::connect_worker(url, PACED_SUBMITTERS + 2, Duration::from_secs(5)).await?;
+    let offer = Offer {
+        warmup_ms: 1_000,
+        seconds,
+        min_samples: 0,
+        submitters: PACED_SUBMITTERS,
+        intent: Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i}))),
+    };
+    crate::latency::settle(&pool, 1).await?;
+    let p = crate::latency::one_point(
+        &pool,
+        intake,
+        receiver,
+        &offer,
+        Rate::Fixed(target),
+        "paced",
+    )
+    .await?;
+    let finite = |v: f64| v.is_finite().then_some(v);
     Ok(Paced {
         target_rate: target,
-        achieved_rate: committed.len() as f64 / seconds as f64,
-        samples: latencies.len(),
-        p50_ms: pct(0.5),
-        p99_ms: pct(0.99),
+        achieved_rate: p.achieved,
+        samples: p.samples,
+        p50_ms: finite(p.p50_ms),
+        p99_ms: finite(p.p99_ms),
+        submit_p50_ms: finite(p.submit_p50_ms),
     })
 }
 

@@ -227,17 +227,24 @@ pub(crate) struct Drain {
 }
 
 /// Writes a backlog of `n` ready intents directly with SQL, spread over `tenants` tenants and
-/// `actions` actions (`noop` when one, `noop-0`… otherwise): what a drain is measured on.
+/// `actions` actions (`noop` when one, `noop-0`… otherwise): what a drain is measured on. The
+/// connection that wrote them reports its rows to the statistics as soon as it is idle (a
+/// session flushes them at most once a second while busy, and otherwise only after ten seconds
+/// idle), so that a drain waiting to count its rows from them starts at once.
 pub(crate) async fn fill_backlog(
     pool: &PgPool,
     n: usize,
     (tenants, actions): (u32, u32),
 ) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
     sqlx::query(queries::BACKLOG)
         .bind(i64::try_from(n).unwrap_or(i64::MAX))
         .bind(i64::from(tenants))
         .bind(i64::from(actions))
-        .execute(pool)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(queries::FLUSH_STATISTICS)
+        .execute(&mut *conn)
         .await?;
     Ok(())
 }
@@ -251,7 +258,7 @@ pub(crate) async fn settle(pool: &PgPool) -> anyhow::Result<()> {
 /// the worker starts and once the outbox is empty (the whole cluster's WAL: nothing else should
 /// run meanwhile) — the CPU it used, and, with `count_rows`, the rows it wrote per table
 /// (waiting for the statistics of the backlog's fill before starting the worker, and for the
-/// drain's after).
+/// drain's after, read once that worker has stopped; the worker returned is then a fresh one).
 pub(crate) async fn drain_measured(
     pool: &PgPool,
     routes: &Routes,
@@ -308,9 +315,17 @@ pub(crate) async fn drain_settled(
         succeeded == n as i64,
         "backlog drained wrongly: {succeeded} of {n} intents succeeded"
     );
-    let writes = match rows_at_start {
-        Some(at_start) => writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?,
-        None => BTreeMap::new(),
+    let (writes, worker) = match rows_at_start {
+        Some(at_start) => {
+            // The rows are counted from the statistics, which a session reports once a second
+            // while busy but only ten seconds after it falls idle, as the worker's do once the
+            // backlog is gone; a session that closes reports them at once. So the worker stops
+            // before they are read, and a fresh one takes its place.
+            worker.stop().await?;
+            let writes = writes_since(pool, &at_start, n, ("outbox", |w| w.deleted)).await?;
+            (writes, start_worker(pool, routes, concurrency).await)
+        }
+        None => (BTreeMap::new(), worker),
     };
     let drain = Drain {
         seconds,

@@ -282,7 +282,8 @@ pub(crate) struct DeliverArgs {
     /// free up, as the raw loop's next message does]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: Option<u32>,
-    /// Seconds of the paced latency run (and of the pgbench baseline).
+    /// Seconds measured of the paced phase (half the drain's rate offered, after a second's
+    /// warm-up; commit to arrival) and of the pgbench baseline.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
     /// Rows of the raw baseline's backlog (it must not drain within --seconds).

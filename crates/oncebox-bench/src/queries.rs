@@ -6,6 +6,8 @@ pub(crate) const RAW_INTAKE: &str = include_str!("../queries/raw_intake.sql");
 pub(crate) const RESET: &str = include_str!("../queries/reset.sql");
 /// A backlog of `$1` intents over `$2` tenants.
 pub(crate) const BACKLOG: &str = include_str!("../queries/backlog.sql");
+/// This session's table statistics reported as soon as it is idle.
+pub(crate) const FLUSH_STATISTICS: &str = include_str!("../queries/flush_statistics.sql");
 /// The server's autovacuum settings.
 pub(crate) const AUTOVACUUM_SETTINGS: &str = include_str!("../queries/autovacuum_settings.sql");
 /// Tenants with rows in the outbox.

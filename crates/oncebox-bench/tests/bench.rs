@@ -127,6 +127,7 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
     assert!(r["deliveries_per_second"].as_f64() > Some(0.0), "{r}");
     assert_eq!(r["concurrency"], 32, "{r}");
     assert!(r["latency"]["samples"].as_u64() > Some(0), "{r}");
+    assert!(r["latency"]["achieved_rate"].as_f64() > Some(0.0), "{r}");
     // When the first outcome, a tenth and nine tenths of them were counted, in that order.
     let at = |mark: &str| r["progress"][mark].as_f64().unwrap_or(-1.0);
     assert!(
