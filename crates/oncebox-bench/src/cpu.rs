@@ -5,9 +5,17 @@
 /// Clock ticks per second in /proc: 100 on every Linux this runs on (USER_HZ).
 const TICKS: f64 = 100.0;
 
-/// The user + system ticks of a /proc/PID/stat line, and the name in its parentheses.
-fn stat_ticks(stat: &str) -> Option<(&str, u64)> {
-    // pid (comm) state … utime stime: fields 14 and 15, counted after the ')'.
+/// Ticks of a /proc/PID/stat line: the process's own user + system ticks, and those of its
+/// children it has waited for (reaped); with the name in its parentheses.
+struct StatTicks<'a> {
+    name: &'a str,
+    own: u64,
+    children: u64,
+}
+
+/// Reads a /proc/PID/stat line; `None` when it is not one.
+fn stat_ticks(stat: &str) -> Option<StatTicks<'_>> {
+    // pid (comm) state … utime stime cutime cstime: fields 14 to 17, counted after the ')'.
     let (head, rest) = stat.rsplit_once(')')?;
     let name = head.split_once('(')?.1;
     let mut fields = rest.split_whitespace().skip(11);
@@ -17,11 +25,17 @@ fn stat_ticks(stat: &str) -> Option<(&str, u64)> {
             .and_then(|f| f.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    Some((name, next() + next()))
+    let own = next() + next();
+    Some(StatTicks {
+        name,
+        own,
+        children: next() + next(),
+    })
 }
 
 /// CPU seconds (user + system) used so far by the processes named `postgres` — the server and
-/// its backends.
+/// its backends — and by those of them that have exited: the server counts each backend it
+/// reaps among its children, so the sum does not fall when a connection closes.
 fn postgres_cpu_seconds() -> Option<f64> {
     let mut ticks = 0u64;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -29,17 +43,18 @@ fn postgres_cpu_seconds() -> Option<f64> {
             continue;
         };
         match stat_ticks(&stat) {
-            Some(("postgres", t)) => ticks += t,
+            Some(t) if t.name == "postgres" => ticks += t.own + t.children,
             _ => continue,
         }
     }
     Some(ticks as f64 / TICKS)
 }
 
-/// CPU seconds (user + system, all threads) used so far by this process.
+/// CPU seconds (user + system, all threads) used so far by this process, not its children
+/// (pgbench, psql, worker processes).
 fn own_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    Some(stat_ticks(&stat)?.1 as f64 / TICKS)
+    Some(stat_ticks(&stat)?.own as f64 / TICKS)
 }
 
 /// A reading of the machine's and Postgres's CPU counters.
@@ -126,9 +141,44 @@ mod tests {
     #[test]
     fn a_stat_line_gives_its_name_and_user_plus_system_ticks() {
         // A name with spaces and a ')' in it, as comm may be.
-        let line = "42 (post gres)) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 9";
-        assert_eq!(stat_ticks(line), Some(("post gres)", 12)));
-        assert_eq!(stat_ticks("garbage"), None);
+        let line = "42 (post gres)) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 30 4 20 0 1 0 9";
+        let t = stat_ticks(line).expect("a stat line");
+        assert_eq!((t.name, t.own, t.children), ("post gres)", 12, 34));
+        assert!(stat_ticks("garbage").is_none());
+    }
+
+    /// A backend that worked and then exited stays counted: the server's reaped children.
+    #[test]
+    fn postgres_time_does_not_fall_when_a_backend_exits() {
+        let url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let before = CpuReading::now().expect("/proc on Linux");
+        // About half a second of one backend's CPU, then its connection closes.
+        let out = std::process::Command::new("psql")
+            .args(["-X", "-At", &url, "-c"])
+            .arg("SELECT pg_backend_pid(), count(*) FROM generate_series(1, 5000000)")
+            .output()
+            .expect("psql runs");
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let pid = stdout.split('|').next().expect("a pid").trim().to_owned();
+        // Gone from /proc once the server has reaped it.
+        let gone = std::path::Path::new("/proc").join(&pid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while gone.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "backend {pid} still there"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let after = CpuReading::now().expect("/proc on Linux");
+        assert!(
+            after.postgres >= before.postgres + 0.1,
+            "{} s before, {} s after the backend exited",
+            before.postgres,
+            after.postgres
+        );
     }
 
     #[test]
