@@ -1,11 +1,9 @@
 //! `oncebox-bench deliver`: the delivery pipeline against the raw claim+complete cycle, and
 //! AMQP delivery against a raw publisher-confirm loop.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
 use oncebox_receiver::Receiver;
 use oncebox_store::Intake;
@@ -245,10 +243,10 @@ struct Paced {
 /// Submitters of the paced phase, each with its own connection, as an orchestrator's would be.
 const PACED_SUBMITTERS: u32 = 32;
 
-/// Submits at `target` intents/s (open loop, as `latency` does: a late submitter does not skip
-/// its turn, but starts nothing after the window) for
-/// `seconds` after a second's warm-up, through a pool of its own beside the worker's, and
-/// measures each intent's commit → arrival at `receiver` once all have arrived.
+/// Submits at `target` intents/s for `seconds` after a second's warm-up (open loop, as `latency`
+/// does: a late submitter does not skip its turn, but starts nothing after the window), through
+/// a pool of its own beside the worker's, and measures each intent's commit → arrival at
+/// `receiver` once all have arrived.
 async fn paced_latency(
     url: &str,
     intake: &Intake,
@@ -263,7 +261,7 @@ async fn paced_latency(
         seconds,
         min_samples: 0,
         submitters: PACED_SUBMITTERS,
-        intent: Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i}))),
+        intent: crate::latency::noop_intents(),
     };
     crate::latency::settle(&pool, 1).await?;
     let p = crate::latency::one_point(

@@ -77,6 +77,11 @@ pub(crate) struct Point {
 /// The `i`th intent of a point, given its key.
 pub(crate) type IntentOf = Arc<dyn Fn(String, usize) -> NewIntent + Send + Sync>;
 
+/// Intents of tenant `bench` for the action `noop`, the `i`th with the arguments `{"n": i}`.
+pub(crate) fn noop_intents() -> IntentOf {
+    Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i})))
+}
+
 /// How one point is offered: its warm-up, its measured window, its submitters and what each
 /// intent is.
 #[derive(Clone)]
@@ -184,7 +189,7 @@ async fn measure(a: &LatencyArgs, bin: &Path, url: &str) -> anyhow::Result<Vec<P
         seconds: a.seconds,
         min_samples: a.min_samples,
         submitters: a.submitters,
-        intent: Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i}))),
+        intent: noop_intents(),
     };
     let mut points = Vec::new();
     for &workers in &a.workers {
