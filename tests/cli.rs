@@ -1041,6 +1041,36 @@ fn nodelay_verdict(trace: &str, port: u16) -> Result<usize, String> {
     }
 }
 
+/// The binary's allocator asks for no transparent huge pages: with them, the kernel zeroed a
+/// whole 2 MiB page on the runtime thread that first touched it, and a worker's calls stalled
+/// for milliseconds while its memory grew (`docs/performance.md`). mimalloc asks with
+/// `madvise(MADV_HUGEPAGE)` as soon as it maps its first arena, so a short command shows it;
+/// watched with strace.
+#[test]
+fn the_allocator_asks_for_no_transparent_huge_pages() {
+    let trace = std::env::temp_dir().join(format!("oncebox-thp-{}.txt", std::process::id()));
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=madvise", "-o"])
+        .arg(&trace)
+        .args([
+            BIN,
+            "hash",
+            "--action",
+            "create_invoice",
+            "--arguments",
+            r#"{"n":1}"#,
+        ])
+        .output()
+        .expect("strace (scripts/test-tools.sh installs it)");
+    let text = std::fs::read_to_string(&trace).expect("strace output");
+    let _ = std::fs::remove_file(&trace);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !text.contains("MADV_HUGEPAGE"),
+        "the allocator asked for huge pages:\n{text}"
+    );
+}
+
 /// The README's quickstart, run as written: its one shell block, with only what a test must
 /// change — the binary already built instead of `cargo build`, a database of its own, free
 /// ports instead of 9000 and 8080 — then the checks its prose promises: the intent succeeded,
