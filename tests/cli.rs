@@ -996,18 +996,30 @@ async fn every_postgres_socket_has_tcp_nodelay() {
         .expect("DATABASE_URL")
         .get_port();
     let trace = db.dir.join("strace.txt");
-    let o = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=connect,setsockopt,close", "-o"])
-        .arg(&trace)
-        .args([BIN, "migrate"])
-        .env("DATABASE_URL", &db.url)
-        .output()
-        .expect("strace (scripts/test-tools.sh installs it)");
+    let o = strace(
+        "trace=connect,setsockopt,close",
+        &trace,
+        &["migrate"],
+        &[("DATABASE_URL", &db.url)],
+    );
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
     let trace = std::fs::read_to_string(&trace).expect("strace output");
     let verdict = nodelay_verdict(&trace, port);
     assert!(verdict.is_ok(), "{verdict:?}\n{trace}");
     db.drop_db().await;
+}
+
+/// Runs the binary with `args` and `env` under strace (following forks, tracing `events` into
+/// `out`).
+fn strace(events: &str, out: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new("strace")
+        .args(["-f", "-qq", "-e", events, "-o"])
+        .arg(out)
+        .arg(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("strace (scripts/test-tools.sh installs it)")
 }
 
 /// From an strace of connect, setsockopt and close: how many sockets connected to `port`, or
@@ -1049,19 +1061,14 @@ fn nodelay_verdict(trace: &str, port: u16) -> Result<usize, String> {
 #[test]
 fn the_allocator_asks_for_no_transparent_huge_pages() {
     let trace = std::env::temp_dir().join(format!("oncebox-thp-{}.txt", std::process::id()));
-    let o = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=madvise", "-o"])
-        .arg(&trace)
-        .args([
-            BIN,
-            "hash",
-            "--action",
-            "create_invoice",
-            "--arguments",
-            r#"{"n":1}"#,
-        ])
-        .output()
-        .expect("strace (scripts/test-tools.sh installs it)");
+    let args = [
+        "hash",
+        "--action",
+        "create_invoice",
+        "--arguments",
+        r#"{"n":1}"#,
+    ];
+    let o = strace("trace=madvise", &trace, &args, &[]);
     let text = std::fs::read_to_string(&trace).expect("strace output");
     let _ = std::fs::remove_file(&trace);
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
