@@ -173,15 +173,21 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(env.count(REGISTERED).await, 1, "deregistered at {key}");
     }
-    // A burst far above 50/s from 8 submitters, watched for the worker's deregistration.
+    // A burst far above 50/s from 8 submitters, watched for the worker's deregistration. The
+    // worker measures its rate over 250 ms windows, so a burst that ends within one window may
+    // never show it: the submitters go on until the watcher has seen the worker deregister, or
+    // until each has submitted 400 intents (seconds at these rates).
+    let deregistered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pool = env.pool.clone();
+    let seen = deregistered.clone();
     let watcher = tokio::spawn(async move {
-        for _ in 0..2000 {
+        for _ in 0..5000 {
             let n: i64 = sqlx::query_scalar(REGISTERED)
                 .fetch_one(&pool)
                 .await
                 .expect("count");
             if n == 0 {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -191,16 +197,22 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
     let env = std::sync::Arc::new(env);
     let burst: Vec<_> = (0..8)
         .map(|t| {
-            let env = env.clone();
+            let (env, deregistered) = (env.clone(), deregistered.clone());
             tokio::spawn(async move {
-                for i in 0..60 {
-                    env.intent(format!("burst-{t}-{i}"), json!({})).await;
+                let mut sent = 0;
+                while sent < 400
+                    && (sent < 60 || !deregistered.load(std::sync::atomic::Ordering::SeqCst))
+                {
+                    env.intent(format!("burst-{t}-{sent}"), json!({})).await;
+                    sent += 1;
                 }
+                sent
             })
         })
         .collect();
+    let mut burst_sent = 0;
     for b in burst {
-        b.await.expect("submitter");
+        burst_sent += b.await.expect("submitter");
     }
     assert!(
         watcher.await.expect("watcher"),
@@ -217,7 +229,7 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
     env.intent("after", json!({})).await;
     env.wait_status("after", "succeeded").await;
     assert!(worker.stop().await.success());
-    assert_eq!(rx.total_effects(), 5 + 8 * 60 + 1);
+    assert_eq!(rx.total_effects(), 5 + burst_sent + 1);
     match std::sync::Arc::try_unwrap(env) {
         Ok(env) => env.drop_db().await,
         Err(_) => panic!("the submitters still hold the environment"),
