@@ -177,9 +177,9 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
     // worker measures its rate over 250 ms windows, so a burst that ends within one window may
     // never show it: the submitters go on until the watcher has seen the worker deregister, or
     // until each has submitted 400 intents (seconds at these rates).
-    let deregistered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let pool = env.pool.clone();
-    let seen = deregistered.clone();
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let deregistered = std::sync::Arc::new(AtomicBool::new(false));
+    let (pool, seen) = (env.pool.clone(), deregistered.clone());
     let watcher = tokio::spawn(async move {
         for _ in 0..5000 {
             let n: i64 = sqlx::query_scalar(REGISTERED)
@@ -187,12 +187,11 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
                 .await
                 .expect("count");
             if n == 0 {
-                seen.store(true, std::sync::atomic::Ordering::SeqCst);
-                return true;
+                seen.store(true, SeqCst);
+                return;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        false
     });
     let env = std::sync::Arc::new(env);
     let burst: Vec<_> = (0..8)
@@ -200,9 +199,7 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
             let (env, deregistered) = (env.clone(), deregistered.clone());
             tokio::spawn(async move {
                 let mut sent = 0;
-                while sent < 400
-                    && (sent < 60 || !deregistered.load(std::sync::atomic::Ordering::SeqCst))
-                {
+                while sent < 400 && (sent < 60 || !deregistered.load(SeqCst)) {
                     env.intent(format!("burst-{t}-{sent}"), json!({})).await;
                     sent += 1;
                 }
@@ -214,8 +211,9 @@ async fn a_worker_listens_below_its_notify_rate_and_polls_above_it() {
     for b in burst {
         burst_sent += b.await.expect("submitter");
     }
+    watcher.await.expect("watcher");
     assert!(
-        watcher.await.expect("watcher"),
+        deregistered.load(SeqCst),
         "the worker never stopped waiting while the burst came in"
     );
     env.wait_until(
