@@ -286,9 +286,10 @@ pub(crate) struct DeliverArgs {
     /// warm-up; commit to arrival) and of the pgbench baseline.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
-    /// Rows of the raw baseline's backlog (it must not drain within --seconds).
-    #[arg(long, default_value_t = 300_000)]
-    baseline_rows: usize,
+    /// Rows of the raw baseline's backlog; the run fails if the baseline drains it within
+    /// --seconds [default: 100,000 per second of --seconds, at least 300,000]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    baseline_rows: Option<u64>,
     /// Deliver over AMQP to a scratch RabbitMQ queue instead, against a raw lapin
     /// publisher-confirm loop (same message, persistent, same confirm window).
     #[arg(long)]

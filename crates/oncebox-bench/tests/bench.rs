@@ -140,6 +140,31 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
     );
 }
 
+/// A raw baseline that completes its whole backlog within its window would give too low a
+/// rate (pgbench claims nothing for the rest of it): the run fails and names the flag to raise.
+#[test]
+fn bench_deliver_fails_when_the_raw_baseline_runs_out() {
+    let o = bench(&[
+        "deliver",
+        "--intents",
+        "300",
+        "--seconds",
+        "1",
+        "--concurrency",
+        "32",
+        "--baseline-rows",
+        "100",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 1, "{stderr}");
+    assert!(
+        stderr.contains("completed all 100 rows") && stderr.contains("--baseline-rows"),
+        "{stderr}"
+    );
+    assert!(o.stdout.is_empty(), "no report printed");
+}
+
 /// A backlog spread over tenants is drained whole (the benchmark checks every intent
 /// succeeded) and says how many tenants it had.
 #[test]
