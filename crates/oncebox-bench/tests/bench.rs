@@ -144,18 +144,8 @@ fn bench_deliver_over_http_reports_rate_and_latency() {
 /// rate (pgbench claims nothing for the rest of it): the run fails and names the flag to raise.
 #[test]
 fn bench_deliver_fails_when_the_raw_baseline_runs_out() {
-    let o = bench(&[
-        "deliver",
-        "--intents",
-        "300",
-        "--seconds",
-        "1",
-        "--concurrency",
-        "32",
-        "--baseline-rows",
-        "100",
-        "--json",
-    ]);
+    let args = "deliver --intents 300 --seconds 1 --concurrency 32 --baseline-rows 100 --json";
+    let o = bench(&args.split_whitespace().collect::<Vec<_>>());
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(code(&o), 1, "{stderr}");
     assert!(
