@@ -18,5 +18,7 @@ npm ci --no-audit --no-fund --loglevel=error
 npx tsc -p tsconfig.build.json
 npx tsc --noEmit -p tsconfig.json
 npx eslint .
+# A clean build of the tests: a compiled test whose source is gone must not run.
+rm -rf build
 npx tsc -p tsconfig.json
-ONCEBOX_BIN="$PWD/../target/debug/oncebox" node --test --test-concurrency=1 build/test/ "$@"
+ONCEBOX_BIN="$PWD/../target/debug/oncebox" node scripts/test.mjs "$@"

@@ -707,7 +707,12 @@ async fn wait_returns_once_the_intent_is_terminal() {
         got.1["status"], "succeeded",
         "the long poll returned the terminal state"
     );
-    assert_eq!(rx.effects().get("w1"), Some(&1), "delivered once");
+    assert_eq!(
+        rx.effects()
+            .get(&oncebox_core::delivery_key("tenant-a", "w1")),
+        Some(&1),
+        "delivered once"
+    );
     assert!(worker.stop().await.success());
     api.stop().await;
 }
@@ -1352,7 +1357,11 @@ async fn the_client_retries_lost_answers_under_one_key() {
     .await
     .expect("woken by the worker's NOTIFY");
     assert_eq!(done.expect("wait").status, Status::Succeeded);
-    assert_eq!(rx.effects().get("c-1"), Some(&1));
+    assert_eq!(
+        rx.effects()
+            .get(&oncebox_core::delivery_key("tenant-a", "c-1")),
+        Some(&1)
+    );
     assert!(worker.stop().await.success());
 
     // No server at all: the transport error after every try, saying how many.
@@ -2007,7 +2016,11 @@ async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
         result["structuredContent"]["status"], "succeeded",
         "{result:?}"
     );
-    assert_eq!(rx.effects().get(&key), Some(&1));
+    assert_eq!(
+        rx.effects()
+            .get(&oncebox_core::delivery_key("tenant-a", &key)),
+        Some(&1)
+    );
     // A client without the extension gets results, never tasks.
     let plain = mcp_client(&api, &token, false).await;
     let result = plain.call_tool(invoice_call(1)).await.expect("call");
@@ -2021,6 +2034,87 @@ async fn an_mcp_client_with_tasks_follows_a_call_still_on_its_way_as_a_task() {
     // The tool result is the intent as the API shows it: one view, field for field.
     let (_, read, _) = api.get(&token, &format!("/v1/intents/{key}")).await;
     assert_eq!(result.structured_content.as_ref(), Some(&read));
+    worker.stop().await;
+    api.stop().await;
+}
+
+/// Two tenants, one key: over the API, and through the MCP gateway with the same tool call
+/// (no key, no run: the same call identity in both tenants), each tenant's intent is its own
+/// effect at a receiver that honours keys, and each reads back its own object.
+#[tokio::test]
+async fn two_tenants_with_one_key_get_two_effects_over_the_api_and_mcp() {
+    use rmcp::model::CallToolRequestParams;
+    let api = Api::start("one_key").await;
+    let tenants = [
+        ("tenant-a", api.token("tenant-a"), "100.00"),
+        ("tenant-b", api.token("tenant-b"), "999.00"),
+    ];
+    for (_, token, amount) in &tenants {
+        let body = json!({"action": "create_invoice", "arguments": {"amount": amount}});
+        let got = api
+            .post(
+                Some(token),
+                Some("invoice-o-1"),
+                "application/json",
+                body.to_string(),
+            )
+            .await;
+        assert_eq!(got.0, StatusCode::ACCEPTED, "{:?}", got.1);
+    }
+    let (rx, worker) = deliver_soon(&api).await;
+    let mut call_keys = Vec::new();
+    for (tenant, token, _) in &tenants {
+        let client = mcp_client(&api, token, false).await;
+        let arguments = json!({"customer": "same", "amount": "5.00"});
+        let call = CallToolRequestParams::new("create_invoice")
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        let result = client.call_tool(call).await.expect("call");
+        let intent = result.structured_content.expect("the intent");
+        let key = intent["idempotency_key"].as_str().expect("key").to_owned();
+        let delivery_key = oncebox_core::delivery_key(tenant, &key);
+        assert_eq!(intent["status"], "succeeded", "{intent}");
+        assert_eq!(intent["delivery_key"], delivery_key, "{intent}");
+        assert_eq!(
+            intent["response"]["id"],
+            format!("ref-{delivery_key}"),
+            "{tenant}'s own object"
+        );
+        call_keys.push(key);
+        let _ = client.cancel().await;
+    }
+    assert_eq!(
+        call_keys[0], call_keys[1],
+        "one call identity in both tenants"
+    );
+    for (tenant, token, _) in &tenants {
+        let (code, intent, _) = api.get(token, "/v1/intents/invoice-o-1?wait=30").await;
+        assert_eq!(code, StatusCode::OK);
+        let delivery_key = format!("{tenant}:invoice-o-1");
+        assert_eq!(intent["status"], "succeeded", "{intent}");
+        assert_eq!(intent["delivery_key"], delivery_key, "{intent}");
+        assert_eq!(
+            intent["response"]["id"],
+            format!("ref-{delivery_key}"),
+            "{tenant}'s own invoice"
+        );
+    }
+    let effects = rx.effects();
+    assert_eq!(effects.len(), 4, "{effects:?}");
+    assert!(effects.values().all(|n| *n == 1), "{effects:?}");
+    let seen = rx.seen();
+    assert_eq!(seen.len(), 4, "every request executed: {seen:?}");
+    for (tenant, _, amount) in &tenants {
+        let mine: Vec<&Value> = seen
+            .iter()
+            .filter(|s| s.key.starts_with(&format!("{tenant}:")))
+            .map(|s| &s.body["amount"])
+            .collect();
+        assert_eq!(mine.len(), 2, "{tenant}: {mine:?}");
+        assert!(
+            mine.contains(&&json!(amount)),
+            "{tenant}'s own invoice: {mine:?}"
+        );
+    }
     worker.stop().await;
     api.stop().await;
 }

@@ -2,7 +2,14 @@
 // Rust library and the Python package.
 export { Intake, type NewIntent, type Prepared } from "./intake.js";
 export { type Json, jsonText } from "./json.js";
-export { businessKey, canonicalJson, requestHash, stepKey, validateKey } from "./keys.js";
+export {
+  businessKey,
+  canonicalJson,
+  deliveryKey,
+  requestHash,
+  stepKey,
+  validateKey,
+} from "./keys.js";
 export { type Intent, type Status, type Submitted, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
 export { type DrizzleExecutor, type Queryable, type SubmitOptions, submit } from "./submit.js";
 export {

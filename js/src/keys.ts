@@ -19,6 +19,15 @@ export function businessKey(
 }
 
 /**
+ * What every destination sees as the identity of `tenant`'s intent `key` (`Idempotency-Key`,
+ * `webhook-id`, AMQP `message_id`): unique across tenants, `TENANT:KEY` where that is
+ * unambiguous and fits in 255 bytes, else a digest of both.
+ */
+export function deliveryKey(tenant: string, key: string): string {
+  return native.deliveryKey(tenant, key);
+}
+
+/**
  * The key of an agent's tool call at one step of a run: hex SHA-256 of `session:step:tool:` and
  * the canonical JSON (RFC 8785) of its arguments — the same key the Python wrapper and the MCP
  * gateway derive.

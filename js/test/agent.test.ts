@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 
 import { RunContext } from "@openai/agents";
 
-import { AwaitingApproval, Client, IntentFailed, onceboxTool, stepKey } from "../src/index.js";
+import { AwaitingApproval, Client, IntentFailed, deliveryKey, onceboxTool, stepKey } from "../src/index.js";
 import { Proc, Scratch, freePort, oncebox } from "./support.js";
 
 const example = join(dirname(fileURLToPath(import.meta.url)), "..", "examples", "agent-loop.js");
@@ -54,8 +54,10 @@ idempotency = "key"
     assert.equal(crashed, 3, "the first run ended after its second step");
     const { stdout } = await promisify(execFile)(process.execPath, [example], { env });
     assert.equal(stdout.trim().split("\n").length, 3);
+    // Effects at the receiver for one of acme's keys: it sees the delivery key.
     const effects = async (key: string) => {
-      const answer = await fetch(`http://127.0.0.1:${String(rxPort)}/effects?key=${encodeURIComponent(key)}`);
+      const sent = encodeURIComponent(deliveryKey("acme", key));
+      const answer = await fetch(`http://127.0.0.1:${String(rxPort)}/effects?key=${sent}`);
       return ((await answer.json()) as { data: unknown[] }).data.length;
     };
     const scripted = [

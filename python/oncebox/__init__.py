@@ -35,7 +35,14 @@ from ._errors import (
     WaitTimeout,
 )
 from ._intake import Config, Intake, Prepared
-from ._keys import business_key, canonical_json, request_hash, step_key, validate_key
+from ._keys import (
+    business_key,
+    canonical_json,
+    delivery_key,
+    request_hash,
+    step_key,
+    validate_key,
+)
 from ._model import Intent, Status, Submitted
 from ._submit import submit, submit_async
 from .tool import AsyncTool, Database, Http, Tool, Via, async_tool, outcome, tool
@@ -85,6 +92,7 @@ __all__ = [
     "WaitTimeout",
     "async_tool",
     "business_key",
+    "delivery_key",
     "canonical_json",
     "outcome",
     "request_hash",

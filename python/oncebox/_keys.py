@@ -21,6 +21,13 @@ def business_key(tenant: str, action: str, business_id: str, version: str) -> st
     return _native.business_key(tenant, action, business_id, version)
 
 
+def delivery_key(tenant: str, key: str) -> str:
+    """What every destination sees as the identity of ``tenant``'s intent ``key``
+    (``Idempotency-Key``, ``webhook-id``, AMQP ``message_id``): unique across tenants,
+    ``TENANT:KEY`` where that is unambiguous and fits in 255 bytes, else a digest of both."""
+    return _native.delivery_key(tenant, key)
+
+
 def step_key(session: str, step: int, tool: str, arguments: Mapping[str, Any]) -> str:
     """A key for "this step of this agent session calling this tool with these arguments": a
     replayed step of the same session gets the same key."""

@@ -101,6 +101,13 @@ fn business_key(tenant: &str, action: &str, business_id: &str, version: &str) ->
     key::business_key(tenant, action, business_id, version)
 }
 
+/// `delivery_key(tenant, key)`: what every destination sees as the identity of `tenant`'s
+/// intent `key` (unique across tenants).
+#[pyfunction]
+fn delivery_key(tenant: &str, key: &str) -> String {
+    oncebox_core::delivery_key(tenant, key)
+}
+
 /// `step_key(session, step, tool, arguments_json)`: hex SHA-256 of `session:step:tool:` and
 /// the JCS form of the arguments.
 #[pyfunction]
@@ -403,6 +410,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(wrap_pyfunction!(validate_key, m)?)?;
     m.add_function(wrap_pyfunction!(business_key, m)?)?;
+    m.add_function(wrap_pyfunction!(delivery_key, m)?)?;
     m.add_function(wrap_pyfunction!(step_key, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
     m.add_function(wrap_pyfunction!(request_hash, m)?)?;

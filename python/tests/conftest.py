@@ -19,6 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import oncebox
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("ONCEBOX_BIN", ROOT / "target" / "debug" / "oncebox"))
 BASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -219,11 +221,13 @@ class Services:
             self.config.write_text(config_toml())
         return self.config
 
-    def effects(self, key: str) -> int:
-        """How many effects the reference receiver executed for ``key``."""
+    def effects(self, key: str, tenant: str = "acme") -> int:
+        """How many effects the reference receiver executed for ``tenant``'s intent ``key``
+        (under its delivery key, which is what the receiver sees)."""
         import httpx
 
-        body = httpx.get(f"{self.receiver_url}/effects", params={"key": key}).json()
+        params = {"key": oncebox.delivery_key(tenant, key)}
+        body = httpx.get(f"{self.receiver_url}/effects", params=params).json()
         return len(body["data"])
 
     def log(self, what: str) -> str:

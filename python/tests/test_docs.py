@@ -48,11 +48,11 @@ def test_the_python_guide_runs(environment: Services) -> None:
     with psycopg.connect(environment.db_url) as conn:
         row = conn.execute("SELECT invoicing FROM orders WHERE id = 8172").fetchone()
     assert row == (True,)
-    assert environment.effects("invoice-order-8173") == 1
+    assert environment.effects("invoice-order-8173", "tenant-42") == 1
     done = oncebox.step_key(
         "run-7", 3, "create_invoice", {"order_id": "order-8174", "amount": "12.00"}
     )
-    assert environment.effects(done) == 1
+    assert environment.effects(done, "tenant-42") == 1
 
 
 def test_the_readme_python_snippet_runs(environment: Services) -> None:

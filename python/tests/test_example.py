@@ -38,4 +38,4 @@ def test_the_agent_loop_example_replays_a_session_without_second_effects(
     for n, amount in enumerate(("120.00", "35.50", "8.25"), start=1):
         arguments = {"order_id": f"order-{n}", "amount": amount}
         key = oncebox.step_key("s-1", n, "create_invoice", arguments)
-        assert services.effects(key) == 1, (n, key)
+        assert services.effects(key, "tenant-42") == 1, (n, key)

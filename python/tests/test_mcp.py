@@ -241,7 +241,7 @@ def test_the_gateway_killed_mid_call_and_the_call_retried_makes_one_effect(
     result = asyncio.run(retry())
     assert result["status"] == "succeeded"
     assert intents(services.db_url) == 1
-    assert services.effects(result["idempotency_key"]) == 1
+    assert services.effects(result["idempotency_key"], "tenant-a") == 1
 
 
 def test_the_mcp_guide_stdio_configuration_runs(services: Services) -> None:

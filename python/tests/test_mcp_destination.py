@@ -39,8 +39,10 @@ class Upstream:
         tickets: list[dict[str, Any]] = body["tickets"]
         return tickets
 
-    def effects(self, key: str) -> int:
-        return sum(1 for t in self.tickets() if t["key"] == key)
+    def effects(self, key: str, tenant: str = "acme") -> int:
+        """Tickets opened for ``tenant``'s intent ``key`` (under its delivery key)."""
+        sent = oncebox.delivery_key(tenant, key)
+        return sum(1 for t in self.tickets() if t["key"] == sent)
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -126,16 +126,16 @@ async fn a_poison_message_ends_in_the_consumer_queues_dead_letter_queue() {
     consumer.await.expect("consumer");
     let dead = drain_queue(&format!("{queue}.dlq")).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
-    assert_eq!(dead[0].0, "poison");
+    assert_eq!(dead[0].0, "t1:poison");
     let failures: i32 = env
-        .scalar("SELECT count FROM oncebox_inbox.failures WHERE message_id = 'poison'")
+        .scalar("SELECT count FROM oncebox_inbox.failures WHERE message_id = 't1:poison'")
         .await;
     assert_eq!(failures, 3, "rejected after 3 tries");
     let rows: Vec<String> = sqlx::query_scalar("SELECT message_id FROM received")
         .fetch_all(&env.pool)
         .await
         .expect("rows");
-    assert_eq!(rows, ["good"]);
+    assert_eq!(rows, [dk("good")]);
     delete_queues(&[queue.clone(), format!("{queue}.dlq")]).await;
     env.drop_db().await;
 }

@@ -103,7 +103,7 @@ async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
     .await;
     assert!(worker.stop().await.success());
     assert_eq!(requests(&rx, "big"), 1, "exactly one request once approved");
-    assert_eq!(rx.effects().get("big"), Some(&1));
+    assert_eq!(rx.effects().get(&dk("big")), Some(&1));
 
     // The audit log names both people, with their reasons.
     let (code, audit, err) = ops(&env, &["audit", "--key", "big"]);
@@ -213,7 +213,7 @@ async fn a_worker_killed_right_after_the_last_approval_still_delivers_once() {
     assert!(second.stop().await.success());
     let effects = rx.effects();
     for i in 0..20 {
-        assert_eq!(effects.get(&format!("r{i}")), Some(&1), "r{i}");
+        assert_eq!(effects.get(&dk(&format!("r{i}"))), Some(&1), "r{i}");
     }
     let sent = rx.seen().len();
     assert!(
@@ -344,7 +344,7 @@ signing = {{ secrets = ["{HOOK_SECRET}"] }}
     let asked = hook.requests();
     assert_eq!(asked.len(), 2, "{asked:?}");
     let (key, body, (headers, bytes)) = &asked[1];
-    assert_eq!(key, "approval:big/1");
+    assert_eq!(key, "approval:t1:big/1");
     assert_eq!(asked[0].2.1, *bytes, "a retry sends the same bytes");
     assert_eq!(body["type"], "approval_requested");
     assert_eq!(body["idempotency_key"], "big/1");

@@ -227,7 +227,7 @@ async fn an_open_breaker_lets_only_probes_through_and_closes_when_the_receiver_r
     .await;
     assert_eq!(state_of(&env, "billing").await.as_deref(), Some("closed"));
     let expected: Vec<String> = {
-        let mut keys: Vec<String> = (0..20).map(|i| format!("inv-{i}")).collect();
+        let mut keys: Vec<String> = (0..20).map(|i| dk(&format!("inv-{i}"))).collect();
         keys.sort();
         keys
     };

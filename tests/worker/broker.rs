@@ -191,14 +191,16 @@ pub(crate) fn apply_received<'c>(
     d: &'c lapin::message::Delivery,
 ) -> oncebox_inbox::HandlerFuture<'c, String> {
     let id = d.properties.message_id().as_ref().map(|s| s.to_string());
+    let tenant = oncebox_inbox::tenant(d);
     let body: Value = serde_json::from_slice(&d.data).unwrap_or(Value::Null);
     Box::pin(async move {
         if body["poison"] == true {
             return Err("cannot apply a poison message".to_owned());
         }
-        sqlx::query("INSERT INTO received (message_id, n) VALUES ($1, $2)")
+        sqlx::query("INSERT INTO received (message_id, n, tenant) VALUES ($1, $2, $3)")
             .bind(id)
             .bind(body["n"].as_i64())
+            .bind(tenant)
             .execute(conn)
             .await
             .map(|_| ())
@@ -215,7 +217,7 @@ pub(crate) async fn start_consumer(
     CancellationToken,
     tokio::task::JoinHandle<()>,
 ) {
-    sqlx::query("CREATE TABLE IF NOT EXISTS received (message_id text, n bigint)")
+    sqlx::query("CREATE TABLE IF NOT EXISTS received (message_id text, n bigint, tenant text)")
         .execute(&env.pool)
         .await
         .expect("table");

@@ -109,7 +109,7 @@ async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_s
     let status = crashing.exited().await;
     assert!(!status.success(), "the worker aborted at the crash point");
     assert_eq!(
-        rx.effects().get("dispatched-1"),
+        rx.effects().get(&dk("dispatched-1")),
         Some(&1),
         "the receiver executed once"
     );
@@ -133,7 +133,7 @@ async fn killed_after_dispatch_at_a_non_key_receiver_becomes_unknown_without_a_s
         "SIGTERM ends the worker with exit 0"
     );
     assert_eq!(
-        rx.effects().get("dispatched-1"),
+        rx.effects().get(&dk("dispatched-1")),
         Some(&1),
         "no blind re-send"
     );
@@ -164,7 +164,7 @@ async fn killed_before_dispatch_another_worker_delivers_once_after_the_lease() {
         "taken over only after the lease expired"
     );
     assert!(survivor.stop().await.success());
-    assert_eq!(rx.effects().get("claimed-1"), Some(&1));
+    assert_eq!(rx.effects().get(&dk("claimed-1")), Some(&1));
     assert_eq!(rx.seen().len(), 1, "delivered once");
     let epoch_attempts: (i64, i32) = sqlx::query_as("SELECT epoch, attempt FROM oncebox.attempts")
         .fetch_one(&env.pool)
@@ -219,6 +219,6 @@ async fn sigterm_releases_unfinished_work_within_the_grace_period() {
     let next = env.worker("w2", &[], "20s");
     env.wait_status("slow", "succeeded").await;
     assert!(next.stop().await.success());
-    assert_eq!(rx.effects().get("slow"), Some(&1));
+    assert_eq!(rx.effects().get(&dk("slow")), Some(&1));
     env.drop_db().await;
 }

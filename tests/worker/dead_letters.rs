@@ -27,7 +27,7 @@ async fn two_effects_found_need_review_and_one_dead_letter_reaches_its_queue() {
     let messages = drain_queue(&format!("{exchange}.needs_review")).await;
     assert_eq!(messages.len(), 1, "exactly one message: {messages:?}");
     let (id, body) = &messages[0];
-    assert_eq!(id, "dlq:twice");
+    assert_eq!(id, "dlq:t1:twice");
     assert_eq!(body["status"], "needs_review");
     assert_eq!(body["tenant"], "t1");
     assert_eq!(body["last_error"]["code"], "lookup_ambiguous");
@@ -89,7 +89,7 @@ async fn dead_letters_wait_out_a_rabbitmq_outage_and_arrive_once_each() {
     assert_eq!(
         ids,
         (0..5)
-            .map(|i| format!("dlq:refused-{i}"))
+            .map(|i| format!("dlq:t1:refused-{i}"))
             .collect::<Vec<_>>(),
         "each once"
     );
@@ -110,7 +110,7 @@ async fn unroutable_with_mandatory_fails_and_is_dead_lettered() {
     assert_eq!(error["code"], "unroutable");
     let letters = drain_queue(&format!("{exchange}.failed")).await;
     assert_eq!(letters.len(), 1);
-    assert_eq!(letters[0].0, "dlq:lost-letter");
+    assert_eq!(letters[0].0, "dlq:t1:lost-letter");
     delete_exchange(&exchange).await;
     env.drop_db().await;
 }

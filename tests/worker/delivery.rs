@@ -84,7 +84,7 @@ async fn retry_after_deadline_and_exhausted_attempts() {
     let seen = rx.seen();
     let times = |key: &str| {
         seen.iter()
-            .filter(|s| s.key == key)
+            .filter(|s| s.key == dk(key))
             .map(|s| s.at)
             .collect::<Vec<_>>()
     };
@@ -273,7 +273,7 @@ async fn cancelled_intents_are_never_dispatched() {
     let keys: Vec<String> = rx.seen().into_iter().map(|s| s.key).collect();
     assert_eq!(
         keys,
-        ["kept-1"],
+        [dk("kept-1")],
         "the cancelled intent never reached the receiver"
     );
     env.drop_db().await;
@@ -324,7 +324,7 @@ async fn an_outcome_stuck_on_a_row_lock_does_not_hold_up_the_others() {
     assert!(worker.stop().await.success());
     let mut keys: Vec<String> = rx.seen().into_iter().map(|s| s.key).collect();
     keys.sort();
-    assert_eq!(keys, ["free-1", "locked-1"], "each delivered once");
+    assert_eq!(keys, [dk("free-1"), dk("locked-1")], "each delivered once");
     env.drop_db().await;
 }
 

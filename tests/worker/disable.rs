@@ -228,11 +228,14 @@ async fn disabling_any_destination_holds_its_deliveries_until_it_is_enabled() {
     http.sort();
     assert_eq!(
         http,
-        ["create_invoice-0", "create_invoice-1", "create_invoice-2"]
+        ["create_invoice-0", "create_invoice-1", "create_invoice-2"].map(dk)
     );
     let mut calls = desk.calls.lock().expect("lock").clone();
     calls.sort();
-    assert_eq!(calls, ["open_ticket-0", "open_ticket-1", "open_ticket-2"]);
+    assert_eq!(
+        calls,
+        ["open_ticket-0", "open_ticket-1", "open_ticket-2"].map(dk)
+    );
     let mut published: Vec<String> = drain_queue(&queue)
         .await
         .into_iter()
@@ -241,7 +244,7 @@ async fn disabling_any_destination_holds_its_deliveries_until_it_is_enabled() {
     published.sort();
     assert_eq!(
         published,
-        ["publish_event-0", "publish_event-1", "publish_event-2"]
+        ["publish_event-0", "publish_event-1", "publish_event-2"].map(dk)
     );
     delete_queues(&[queue.clone(), format!("{queue}.dlq")]).await;
     env.drop_db().await;

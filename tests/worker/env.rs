@@ -32,6 +32,11 @@ impl Env {
     pub(crate) async fn new(test: &str, config: &str) -> Env {
         let db = TestDb::new("w", test, true).await;
         let pool = db.pool(8).await;
+        Env::with_db(db, pool, config).await
+    }
+
+    /// An environment over a database the test made (and migrated) itself.
+    pub(crate) async fn with_db(db: TestDb, pool: PgPool, config: &str) -> Env {
         let path = std::env::temp_dir().join(format!("{}.toml", db.name()));
         std::fs::write(&path, config).expect("config file");
         let keys = RedactionKeys::parse("test:a secret of thirty-two bytes or more").expect("key");
@@ -329,4 +334,10 @@ pub(crate) async fn reports(env: &Env, key: &str) -> Vec<String> {
     .fetch_all(&env.pool)
     .await
     .expect("reports")
+}
+
+/// The delivery key receivers see for tenant `t1`'s intent `key` (the tenant [`Env::intent`]
+/// submits for).
+pub(crate) fn dk(key: &str) -> String {
+    oncebox_core::delivery_key("t1", key)
 }

@@ -36,7 +36,10 @@ async fn hundred_paced(env: &Env, rx: &Receiver, tenant: &str, prefix: &str) -> 
             json!({"n": i, "faults": [format!("slow:{RECEIVER_MS}")]}),
         ))
         .await;
-        committed.insert(key, (rx.seen().len(), Instant::now()));
+        committed.insert(
+            oncebox_core::delivery_key(tenant, &key),
+            (rx.seen().len(), Instant::now()),
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     env.wait_until(
@@ -61,7 +64,7 @@ async fn hundred_paced(env: &Env, rx: &Receiver, tenant: &str, prefix: &str) -> 
             Waited {
                 overtaken_by_a: seen[*from.min(&arrived)..arrived]
                     .iter()
-                    .filter(|s| s.key.starts_with("a-"))
+                    .filter(|s| s.key.starts_with("tenant-a:a-"))
                     .count(),
                 latency: first.at.saturating_duration_since(*at),
             }
@@ -107,7 +110,11 @@ async fn a_tenants_backlog_does_not_starve_another() {
     })
     .await;
     let loaded = hundred_paced(&env, &rx, "tenant-b", "loaded").await;
-    let a_done = rx.effects().keys().filter(|k| k.starts_with("a-")).count();
+    let a_done = rx
+        .effects()
+        .keys()
+        .filter(|k| k.starts_with("tenant-a:a-"))
+        .count();
     for w in workers {
         w.stop().await;
     }

@@ -23,3 +23,4 @@ mod rate;
 mod reconciliation;
 mod scaling;
 mod secrets;
+mod tenants;

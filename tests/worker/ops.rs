@@ -154,9 +154,9 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
     env.wait_status("refused", "succeeded").await;
     env.wait_status("held", "succeeded").await;
     assert!(worker.stop().await.success());
-    assert_eq!(rx.effects().get("refused"), Some(&1));
+    assert_eq!(rx.effects().get(&dk("refused")), Some(&1));
     assert!(
-        !rx.effects().contains_key("later"),
+        !rx.effects().contains_key(&dk("later")),
         "a cancelled intent is never sent"
     );
 
@@ -258,7 +258,7 @@ async fn an_operator_retry_resends_the_original_request_with_the_next_attempt_nu
     let sent: Vec<_> = rx
         .seen()
         .into_iter()
-        .filter(|s| s.key == "charge")
+        .filter(|s| s.key == dk("charge"))
         .collect();
     assert_eq!(
         sent.iter().map(|s| s.attempt).collect::<Vec<_>>(),
@@ -304,7 +304,7 @@ async fn after_a_restore_queued_deliveries_are_looked_up_not_sent_blind() {
         async move {
             let r = reqwest::Client::new()
                 .post(url)
-                .header("Idempotency-Key", key)
+                .header("Idempotency-Key", dk(key))
                 .header("Content-Type", "application/json")
                 .body(json!({"n": n}).to_string())
                 .send()
@@ -319,7 +319,7 @@ async fn after_a_restore_queued_deliveries_are_looked_up_not_sent_blind() {
     env.wait_status("control", "succeeded").await;
     assert!(worker.stop().await.success());
     assert_eq!(
-        rx.effects().get("control"),
+        rx.effects().get(&dk("control")),
         Some(&2),
         "sent blind: a second effect"
     );
@@ -333,7 +333,7 @@ async fn after_a_restore_queued_deliveries_are_looked_up_not_sent_blind() {
     env.wait_status("restored", "succeeded").await;
     assert!(worker.stop().await.success());
     assert_eq!(
-        rx.effects().get("restored"),
+        rx.effects().get(&dk("restored")),
         Some(&1),
         "looked up: no second effect"
     );

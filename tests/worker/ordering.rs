@@ -243,7 +243,7 @@ async fn a_failed_head_blocks_its_lane_until_an_operator_skips_it() {
         .await;
     assert_eq!(parked, "infinity");
     assert_eq!(env.status_of("a-2").await, "pending");
-    assert!(!rx.effects().contains_key("a-2"), "a-2 was never sent");
+    assert!(!rx.effects().contains_key(&dk("a-2")), "a-2 was never sent");
     // The running worker's gauge counts the blocked lane.
     let blocked = || async { metric(&scrape(&metrics).await, "oncebox_lanes_blocked") };
     env.wait_until(
@@ -333,6 +333,6 @@ async fn a_running_worker_repairs_a_lane_left_waiting_on_an_empty_number() {
     assert_eq!(parked, "infinity", "a-3 waits behind the empty number");
     env.wait_status("a-3", "succeeded").await;
     assert!(worker.stop().await.success());
-    assert_eq!(rx.effects().get("a-3"), Some(&1));
+    assert_eq!(rx.effects().get(&dk("a-3")), Some(&1));
     env.drop_db().await;
 }

@@ -19,8 +19,12 @@ async fn a_dropped_answer_at_a_non_key_receiver_is_reconciled_without_a_second_e
     let reference: String = env
         .scalar("SELECT external_reference FROM oncebox.intents")
         .await;
-    assert_eq!(reference, "ref-dropped");
-    assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
+    assert_eq!(reference, format!("ref-{}", dk("dropped")));
+    assert_eq!(
+        rx.effects().get(&dk("dropped")),
+        Some(&1),
+        "no second effect"
+    );
     assert_eq!(
         rx.seen().len(),
         1,
@@ -52,33 +56,42 @@ async fn a_lookup_that_needs_a_token_sends_the_destination_headers() {
     env.wait_status("dropped", "succeeded").await;
     assert!(worker.stop().await.success());
     assert_eq!(reports(&env, "dropped").await, ["unknown", "lookup_found"]);
-    assert_eq!(rx.effects().get("dropped"), Some(&1), "no second effect");
+    assert_eq!(
+        rx.effects().get(&dk("dropped")),
+        Some(&1),
+        "no second effect"
+    );
     env.drop_db().await;
 }
 
 #[tokio::test]
 async fn nothing_found_is_reissued_only_after_the_consistency_window() {
     let rx = receiver(false).await;
-    let env = Env::new("reissued", &reconcile_config(&rx, "2s")).await;
+    // The shortest window a worker accepts: its lease (3 s) plus the destination's timeout.
+    let env = Env::new("reissued", &reconcile_config(&rx, "4s")).await;
     // The first attempt never executes and never answers (timeout: unknown); the re-issue works.
     env.intent("lost", json!({"n": 1, "faults": ["hang:3000", "ok"]}))
         .await;
-    let worker = env.worker("w", &[], "5s");
+    let worker = env.worker("w", &[], "3s");
     env.wait_status("lost", "succeeded").await;
     assert!(worker.stop().await.success());
     let posts: Vec<_> = rx
         .seen()
         .into_iter()
-        .filter(|s| s.key == "lost")
+        .filter(|s| s.key == dk("lost"))
         .map(|s| s.at)
         .collect();
     assert_eq!(posts.len(), 2);
     assert!(
-        posts[1] - posts[0] >= Duration::from_secs(2),
+        posts[1] - posts[0] >= Duration::from_secs(4),
         "re-issued {:?} after the first dispatch",
         posts[1] - posts[0]
     );
-    assert_eq!(rx.effects().get("lost"), Some(&1), "exactly one effect");
+    assert_eq!(
+        rx.effects().get(&dk("lost")),
+        Some(&1),
+        "exactly one effect"
+    );
     let r = reports(&env, "lost").await;
     assert_eq!(r.first().map(String::as_str), Some("unknown"));
     assert!(
@@ -186,6 +199,33 @@ async fn a_lookup_that_would_ask_for_a_listing_is_refused_and_keeps_nothing() {
         .scalar("SELECT last_error->>'detail' FROM oncebox.intents")
         .await;
     assert!(error.contains("external_reference"), "{error}");
-    assert_eq!(rx.effects().get("lost"), Some(&1), "no second effect");
+    assert_eq!(rx.effects().get(&dk("lost")), Some(&1), "no second effect");
+    env.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_window_that_cannot_cover_a_request_on_its_way_is_refused_at_start() {
+    let rx = receiver(false).await;
+    let env = Env::new("short_window", &reconcile_config(&rx, "0s")).await;
+    let (mut worker, log) = env.worker_logged("w", &[]);
+    let exited = worker.exited_within(Duration::from_secs(20)).await;
+    assert!(
+        !exited.success(),
+        "a worker with a window of 0s must not start"
+    );
+    let said = std::fs::read_to_string(&log).expect("log");
+    for named in [
+        "destinations.billing.consistency_window (0s)",
+        "lease (30s)",
+        "timeout (1s)",
+    ] {
+        assert!(said.contains(named), "{named} in: {said}");
+    }
+    // A window that covers the lease and the timeout starts.
+    std::fs::write(&env.config, reconcile_config(&rx, "31s")).expect("config");
+    let worker = env.worker("w2", &[], "30s");
+    env.intent("covered", json!({"n": 1})).await;
+    env.wait_status("covered", "succeeded").await;
+    assert!(worker.stop().await.success());
     env.drop_db().await;
 }

@@ -280,10 +280,12 @@ async fn submitter(
         if tokio::time::Instant::now() >= schedule.end {
             break;
         }
-        let key = format!("lat-{tag}-{i}");
+        let new = intent(format!("lat-{tag}-{i}"), i);
+        // What the receiver will see it as.
+        let key = oncebox_core::delivery_key(&new.tenant_id, &new.idempotency_key);
         let began = tokio::time::Instant::now();
         let mut tx = pool.begin().await?;
-        intake.submit(&mut tx, intent(key.clone(), i)).await?;
+        intake.submit(&mut tx, new).await?;
         tx.commit().await?;
         let at = tokio::time::Instant::now();
         all += 1;

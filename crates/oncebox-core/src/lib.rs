@@ -5,6 +5,7 @@
 //! it may move to can be tested exhaustively without a database or a network.
 //!
 //! - [`key`]: idempotency-key validation and the `business_key` / `step_key` helpers.
+//! - [`delivery_key`]: the key every destination sees, unique across tenants.
 //! - [`hash`]: RFC 8785 (JCS) canonical JSON and the request hash.
 //! - [`status`]: the journal statuses and the one table of allowed transitions.
 //! - [`retry`]: the retry policy (exponential backoff, full jitter, Retry-After, deadline).
@@ -21,6 +22,7 @@
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 
 pub mod config;
+pub mod delivery_key;
 pub mod duration;
 pub mod fuzzing;
 pub mod hash;
@@ -36,6 +38,7 @@ pub mod retry;
 pub mod schema;
 pub mod status;
 
+pub use delivery_key::{KeyForm, delivery_key};
 pub use hash::{canonical_json, request_hash};
 pub use intent::{InvalidIntent, NewIntent};
 pub use key::{CallIdentity, business_key, step_key, validate_key};

@@ -113,7 +113,7 @@ impl AmqpDestination {
     }
 
     /// Publishes one attempt and waits (at most `budget` or the timeout) for its confirm.
-    #[tracing::instrument(skip_all, fields(destination = %self.name, key = %req.idempotency_key, attempt = req.attempt))]
+    #[tracing::instrument(skip_all, fields(destination = %self.name, key = %req.delivery_key, attempt = req.attempt))]
     pub async fn deliver(&self, req: &DeliveryRequest<'_>, budget: Duration) -> DeliveryOutcome {
         let limit = budget.min(self.timeout);
         let Ok(_slot) = self.unconfirmed.acquire().await else {
@@ -195,7 +195,7 @@ impl AmqpDestination {
         match confirm.take_message() {
             None => DeliveryOutcome::Succeeded {
                 status_code: None,
-                external_reference: Some(req.idempotency_key.to_owned()),
+                external_reference: Some(req.delivery_key.to_owned()),
                 response: None,
             },
             Some(returned) => DeliveryOutcome::Permanent {
@@ -224,7 +224,7 @@ fn not_sent(detail: String) -> DeliveryOutcome {
 fn properties(req: &DeliveryRequest<'_>) -> BasicProperties {
     let mut headers = FieldTable::default();
     for (k, v) in [
-        ("Idempotency-Key", req.idempotency_key.to_owned()),
+        ("Idempotency-Key", req.delivery_key.to_owned()),
         ("X-Oncebox-Tenant", req.tenant_id.to_owned()),
         ("X-Oncebox-Action", req.action.to_owned()),
         ("X-Oncebox-Request-Hash", req.request_hash.to_owned()),
@@ -236,7 +236,7 @@ fn properties(req: &DeliveryRequest<'_>) -> BasicProperties {
         );
     }
     BasicProperties::default()
-        .with_message_id(req.idempotency_key.into())
+        .with_message_id(req.delivery_key.into())
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
         .with_headers(headers)

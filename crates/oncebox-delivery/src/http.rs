@@ -147,8 +147,9 @@ pub(crate) fn excerpt_of(text: &str, max: usize) -> String {
 pub struct DeliveryRequest<'a> {
     /// The tenant.
     pub tenant_id: &'a str,
-    /// The stable key: `Idempotency-Key`.
-    pub idempotency_key: &'a str,
+    /// The intent's delivery key (`Idempotency-Key`, `webhook-id`): unique across tenants, the
+    /// same for every attempt ([`oncebox_core::delivery_key`]).
+    pub delivery_key: &'a str,
     /// The action.
     pub action: &'a str,
     /// Attempt number, from 1.
@@ -276,10 +277,7 @@ pub(crate) const REQUEST_HASH: HeaderName = HeaderName::from_static("x-oncebox-r
 pub(crate) fn request_headers(req: &DeliveryRequest<'_>) -> Result<HeaderMap, &'static str> {
     let value = |field: &'static str, v: &str| HeaderValue::from_str(v).map_err(|_| field);
     let mut headers = HeaderMap::with_capacity(8);
-    headers.insert(
-        IDEMPOTENCY_KEY,
-        value("idempotency_key", req.idempotency_key)?,
-    );
+    headers.insert(IDEMPOTENCY_KEY, value("delivery_key", req.delivery_key)?);
     headers.insert(TENANT, value("tenant_id", req.tenant_id)?);
     headers.insert(ACTION, value("action", req.action)?);
     headers.insert(ATTEMPT, HeaderValue::from(req.attempt));
@@ -341,7 +339,7 @@ impl HttpDestination {
     /// applies when it is shorter. Never fails: every error is an outcome.
     #[tracing::instrument(
         skip_all,
-        fields(destination = %self.name, tenant = %req.tenant_id, key = %req.idempotency_key, attempt = req.attempt)
+        fields(destination = %self.name, tenant = %req.tenant_id, key = %req.delivery_key, attempt = req.attempt)
     )]
     pub async fn deliver(&self, req: &DeliveryRequest<'_>, budget: Duration) -> DeliveryOutcome {
         let limit = budget.min(self.timeout);
@@ -373,7 +371,7 @@ impl HttpDestination {
         };
         let mut headers = self.headers.clone();
         if let Some(signer) = &self.signer {
-            headers.extend(signature_headers(signer, req.idempotency_key, &body));
+            headers.extend(signature_headers(signer, req.delivery_key, &body));
         }
         match request_headers(req) {
             Ok(own) => headers.extend(own),

@@ -191,8 +191,16 @@ impl HttpLookup {
         }
     }
 
-    /// Looks the key up. A 404 means nothing was found.
-    pub async fn lookup(&self, key: &str, external_reference: Option<&str>) -> LookupResult {
+    /// Looks `tenant`'s delivery key `key` up. A 404 means nothing was found. The request
+    /// carries the tenant (`X-Oncebox-Tenant`) and the key (`Idempotency-Key`) beside the URL:
+    /// one credential serves every tenant, and the receiver answers only with objects of that
+    /// key, which no other tenant's intent can carry.
+    pub async fn lookup(
+        &self,
+        tenant: &str,
+        key: &str,
+        external_reference: Option<&str>,
+    ) -> LookupResult {
         let url = match self.url(key, external_reference) {
             Ok(url) => url,
             Err(detail) => {
@@ -203,7 +211,7 @@ impl HttpLookup {
             }
         };
         let timeout = self.settings.timeout.get();
-        match tokio::time::timeout(timeout, self.get(&url, key)).await {
+        match tokio::time::timeout(timeout, self.get(&url, tenant, key)).await {
             Ok(r) => r,
             Err(_) => LookupResult::Failed {
                 transient: true,
@@ -212,9 +220,15 @@ impl HttpLookup {
         }
     }
 
-    async fn get(&self, url: &reqwest::Url, key: &str) -> LookupResult {
+    async fn get(&self, url: &reqwest::Url, tenant: &str, key: &str) -> LookupResult {
         let at = shown(url);
         let mut request = self.client.get(url.clone()).headers(self.headers.clone());
+        // Keys and tenants are printable ASCII: always valid header values.
+        if let (Ok(tenant), Ok(key)) = (HeaderValue::from_str(tenant), HeaderValue::from_str(key)) {
+            request = request
+                .header(crate::http::TENANT, tenant)
+                .header(crate::http::IDEMPOTENCY_KEY, key);
+        }
         if let Some(signer) = &self.signer {
             // Lookups are signed too: the key, the time, an empty body.
             request = request.headers(crate::http::signature_headers(signer, key, b""));

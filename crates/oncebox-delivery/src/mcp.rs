@@ -529,7 +529,7 @@ impl McpDestination {
     /// timeout, when shorter). Never fails: every error is an outcome.
     #[tracing::instrument(
         skip_all,
-        fields(destination = %self.name, tenant = %req.tenant_id, key = %req.idempotency_key, attempt = req.attempt)
+        fields(destination = %self.name, tenant = %req.tenant_id, key = %req.delivery_key, attempt = req.attempt)
     )]
     pub async fn deliver(&self, req: &DeliveryRequest<'_>, budget: Duration) -> DeliveryOutcome {
         if !req.arguments.is_object() {
@@ -551,11 +551,11 @@ impl McpDestination {
         }
         let tool = self.tool.as_deref().unwrap_or(req.action);
         let meta = json!({
-            META_KEY: req.idempotency_key,
+            META_KEY: req.delivery_key,
             META_TENANT: req.tenant_id,
             META_ATTEMPT: req.attempt,
         });
-        let key_header = [("idempotency-key", req.idempotency_key)];
+        let key_header = [("idempotency-key", req.delivery_key)];
         let call = self
             .client
             .call_tool(tool, req.arguments, meta, &key_header);

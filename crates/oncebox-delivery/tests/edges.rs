@@ -87,7 +87,7 @@ fn lookup(url: &str) -> HttpLookup {
 fn request(arguments: &Value) -> DeliveryRequest<'_> {
     DeliveryRequest {
         tenant_id: "t1",
-        idempotency_key: "k-1",
+        delivery_key: "k-1",
         action: "create_invoice",
         attempt: 1,
         request_hash: "h",
@@ -137,7 +137,7 @@ async fn a_delivery_follows_no_redirect() {
 async fn a_lookup_follows_no_redirect() {
     let r = redirector().await;
     let l = lookup(&format!("{}/go/302?key={{key}}", r.base));
-    match l.lookup("k-1", None).await {
+    match l.lookup("t", "k-1", None).await {
         LookupResult::Failed {
             transient: false,
             detail,
@@ -194,7 +194,7 @@ async fn errors_show_no_query_string() {
     assert!(!detail(&o).contains("s3cret"), "{}", detail(&o));
 
     let l = lookup("http://127.0.0.1:1/find?api_key=s3cret&key={key}");
-    let LookupResult::Failed { detail, .. } = l.lookup("k-1", None).await else {
+    let LookupResult::Failed { detail, .. } = l.lookup("t", "k-1", None).await else {
         panic!("nothing listens");
     };
     assert!(detail.contains("http://127.0.0.1:1/find"), "{detail}");
@@ -255,7 +255,7 @@ async fn a_lookup_answer_past_the_limit_is_refused_as_it_arrives() {
     .await;
     let started = tokio::time::Instant::now();
     match lookup(&format!("{endless}?key={{key}}"))
-        .lookup("k", None)
+        .lookup("t", "k", None)
         .await
     {
         LookupResult::Failed {
@@ -286,7 +286,7 @@ async fn a_lookup_answer_past_the_limit_is_refused_as_it_arrives() {
         }
     });
     let refused = lookup(&format!("{announced}?key={{key}}"))
-        .lookup("k", None)
+        .lookup("t", "k", None)
         .await;
     assert!(
         matches!(&refused, LookupResult::Failed { transient: false, detail } if detail.contains("exceeds")),
@@ -302,15 +302,41 @@ async fn header_recorder() -> (String, Arc<std::sync::Mutex<Vec<axum::http::Head
         .await
         .expect("bind");
     let url = format!("http://{}/in", listener.local_addr().expect("addr"));
-    let app = Router::new().route(
-        "/in",
-        axum::routing::post(move |headers: axum::http::HeaderMap| async move {
-            keep.lock().expect("lock").push(headers);
-            StatusCode::CREATED
-        }),
-    );
+    let also = seen.clone();
+    let app = Router::new()
+        .route(
+            "/in",
+            axum::routing::post(move |headers: axum::http::HeaderMap| async move {
+                keep.lock().expect("lock").push(headers);
+                StatusCode::CREATED
+            }),
+        )
+        .route(
+            "/find",
+            axum::routing::get(move |headers: axum::http::HeaderMap| async move {
+                also.lock().expect("lock").push(headers);
+                StatusCode::NOT_FOUND
+            }),
+        );
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, seen)
+}
+
+/// A lookup carries its tenant and the delivery key beside the URL: one credential serves
+/// every tenant, and the receiver must answer with that tenant's objects only.
+#[tokio::test]
+async fn a_lookup_carries_its_tenant_and_delivery_key() {
+    let (url, seen) = header_recorder().await;
+    let l = lookup(&format!("{}?key={{key}}", url.replace("/in", "/find")));
+    assert_eq!(
+        l.lookup("acme", "acme:inv-1", None).await,
+        LookupResult::Found(Vec::new())
+    );
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 1);
+    let header = |name: &str| seen[0].get(name).and_then(|v| v.to_str().ok());
+    assert_eq!(header("x-oncebox-tenant"), Some("acme"));
+    assert_eq!(header("idempotency-key"), Some("acme:inv-1"));
 }
 
 /// Every attempt carries the key, tenant, action, attempt, request hash and the JSON content
@@ -355,14 +381,14 @@ async fn a_value_that_cannot_be_a_header_fails_for_good_and_sends_nothing() {
     let dest = http_destination(&url, "");
     let arguments = json!({});
     for (field, bad) in [
-        ("idempotency_key", "k\r\nX-Injected: 1"),
-        ("idempotency_key", "k\0"),
+        ("delivery_key", "k\r\nX-Injected: 1"),
+        ("delivery_key", "k\0"),
         ("tenant_id", "t\x7f"),
         ("action", "a\n"),
     ] {
         let mut req = request(&arguments);
         match field {
-            "idempotency_key" => req.idempotency_key = bad,
+            "delivery_key" => req.delivery_key = bad,
             "tenant_id" => req.tenant_id = bad,
             _ => req.action = bad,
         }

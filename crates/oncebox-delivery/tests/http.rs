@@ -23,7 +23,7 @@ fn destination(url: &str, extra: &str) -> HttpDestination {
 async fn send(dest: &HttpDestination, key: &str, arguments: Value) -> DeliveryOutcome {
     let req = DeliveryRequest {
         tenant_id: "t1",
-        idempotency_key: key,
+        delivery_key: key,
         action: "create_invoice",
         attempt: 1,
         request_hash: "h",
@@ -79,7 +79,7 @@ async fn an_answer_after_the_timeout_is_unknown() {
     let req_args = json!({"faults": ["slow:1500"]});
     let req = DeliveryRequest {
         tenant_id: "t1",
-        idempotency_key: "slow",
+        delivery_key: "slow",
         action: "a",
         attempt: 1,
         request_hash: "h",

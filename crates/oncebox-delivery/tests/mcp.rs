@@ -149,7 +149,7 @@ async fn call(dest: &McpDestination, key: &str, attempt: u32) -> DeliveryOutcome
     let arguments = json!({"subject": "jammed"});
     let req = DeliveryRequest {
         tenant_id: "t1",
-        idempotency_key: key,
+        delivery_key: key,
         action: "open_ticket",
         attempt,
         request_hash: "h",

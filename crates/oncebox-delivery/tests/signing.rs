@@ -60,7 +60,7 @@ async fn every_configured_key_signs_and_each_verifies_alone() {
     for attempt in [1, 2] {
         let req = DeliveryRequest {
             tenant_id: "t",
-            idempotency_key: "inv.1",
+            delivery_key: "inv.1",
             action: "a",
             attempt,
             request_hash: &"0".repeat(64),

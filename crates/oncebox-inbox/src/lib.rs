@@ -10,6 +10,12 @@
 //! failures it is rejected without requeue, so the queue's dead-letter exchange receives it.
 //! The schema is the workspace's `migrations/0002_inbox.sql` (`oncebox migrate`).
 //!
+//! The `message_id` of a message from an oncebox AMQP destination is its intent's **delivery
+//! key**, unique across tenants (`TENANT:KEY`, or a digest of both): two tenants' intents under
+//! one idempotency key are two messages, each applied once. A handler reads which tenant a
+//! message is for with [`tenant`] (the `X-Oncebox-Tenant` header), and must keep each tenant's
+//! effects apart by it: one queue serves every tenant.
+//!
 //! Retention: `processed` rows must outlive any redelivery (minutes); [`Inbox::purge`] removes
 //! older ones — 7 days is a safe default.
 //!
@@ -39,6 +45,21 @@ use tokio_util::sync::CancellationToken;
 /// HandlerFuture<'c, E>` (a function item, so it can lend the connection to its future); see
 /// `examples/consumer.rs`.
 pub type HandlerFuture<'c, E> = Pin<Box<dyn Future<Output = Result<(), E>> + Send + 'c>>;
+
+/// The header naming the tenant of a message from an oncebox AMQP destination.
+pub const TENANT_HEADER: &str = "X-Oncebox-Tenant";
+
+/// The tenant `delivery` was sent for (its [`TENANT_HEADER`]), when it names one as text.
+pub fn tenant(delivery: &Delivery) -> Option<String> {
+    let headers = delivery.properties.headers().as_ref()?;
+    match headers.inner().get(TENANT_HEADER)? {
+        lapin::types::AMQPValue::LongString(s) => {
+            Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+        }
+        lapin::types::AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
+        _ => None,
+    }
+}
 
 /// What became of one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

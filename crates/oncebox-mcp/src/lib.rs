@@ -374,7 +374,7 @@ impl ServerHandler for Gateway {
                 .unwrap_or_default();
             return self
                 .passthrough
-                .call(name, arguments, meta, self.wait)
+                .call(&tenant, name, arguments, meta, self.wait)
                 .await
                 .map(Into::into);
         }

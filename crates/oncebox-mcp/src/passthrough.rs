@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use oncebox_core::config::{Config, ConfigError, Destination};
 use oncebox_delivery::McpClient;
-use oncebox_delivery::mcp::Exchange;
+use oncebox_delivery::mcp::{Exchange, META_TENANT};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ErrorCode, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -102,16 +102,20 @@ impl Passthrough {
         self.listed.lock().ok()?.get(name).cloned()
     }
 
-    /// Calls read-only tool `name` upstream with the caller's arguments and `_meta`, within
-    /// `wait`; the upstream's result is the answer.
+    /// Calls read-only tool `name` upstream for `tenant` with the caller's arguments and
+    /// `_meta`, within `wait`; the upstream's result is the answer. The call carries the
+    /// tenant (`_meta` `oncebox.dev/tenant` and `X-Oncebox-Tenant`, whatever the caller put
+    /// there): one upstream credential serves every tenant, and the upstream must be able to
+    /// keep each to its own objects.
     ///
     /// # Errors
     /// The upstream's JSON-RPC refusal, as is.
     pub async fn call(
         &self,
+        tenant: &str,
         name: &str,
         arguments: JsonObject,
-        meta: JsonObject,
+        mut meta: JsonObject,
         wait: Duration,
     ) -> Result<CallToolResult, McpError> {
         let Some(client) = self.by_tool.get(name) else {
@@ -121,7 +125,9 @@ impl Passthrough {
             ));
         };
         let arguments = Value::Object(arguments);
-        let call = client.call_tool(name, &arguments, Value::Object(meta), &[]);
+        meta.insert(META_TENANT.to_owned(), Value::from(tenant));
+        let tenant_header = [("x-oncebox-tenant", tenant)];
+        let call = client.call_tool(name, &arguments, Value::Object(meta), &tenant_header);
         let answer = tokio::time::timeout(wait, call)
             .await
             .unwrap_or_else(|_| Exchange::NoAnswer(timed_out(wait)));

@@ -28,6 +28,10 @@ use oncebox_core::retry::RetryDecision;
 use oncebox_core::status::Status;
 use stateright::{Model, Property, Representative};
 
+/// The property that two tenants' intents under one key are two effects: no intent is
+/// recorded succeeded on an effect its destination made for another.
+pub const TWO_INTENTS_TWO_EFFECTS: &str = "two intents, two effects: no intent succeeds on an effect made for another, even under another tenant's same key";
+
 /// Which version of the protocol is checked: the real one, or one with a mechanism removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Variant {
@@ -47,6 +51,28 @@ pub enum Variant {
     NeverReissue,
     /// An intent awaiting approval is released one approval short of what its policy asks.
     OneApproverShort,
+    /// Requests carry the bare idempotency key, without the tenant: two tenants' intents
+    /// under one key look like one intent to the destination.
+    BareKey,
+}
+
+/// The idempotency key an intent is submitted under, within its tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyName {
+    /// A key no other intent of the model has (intent `i`'s own).
+    Own(usize),
+    /// Key number `n`, which intents of other tenants may use too.
+    Named(u8),
+}
+
+/// What a request carries as its intent's identity: the delivery key, its tenant and key
+/// (the tenant left out by [`Variant::BareKey`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SentKey {
+    /// The intent's tenant, when the key carries it.
+    pub tenant: Option<u8>,
+    /// The intent's key within its tenant.
+    pub key: KeyName,
 }
 
 /// One intent of the model: its destination's idempotency mode, its ordering lane and whether
@@ -61,6 +87,10 @@ pub struct IntentSpec {
     pub deadline: bool,
     /// How many distinct people its action's approval policy asks to approve it (0: none).
     pub approvals: u8,
+    /// Its tenant.
+    pub tenant: u8,
+    /// Its key within the tenant, when it is one other tenants use too (else its own).
+    pub key: Option<u8>,
 }
 
 impl IntentSpec {
@@ -71,6 +101,8 @@ impl IntentSpec {
             lane: None,
             deadline: false,
             approvals: 0,
+            tenant: 0,
+            key: None,
         }
     }
 
@@ -81,6 +113,8 @@ impl IntentSpec {
             lane: Some(lane),
             deadline: false,
             approvals: 0,
+            tenant: 0,
+            key: None,
         }
     }
 
@@ -95,6 +129,16 @@ impl IntentSpec {
     /// The same intent, held for `approvals` distinct people to approve it.
     pub const fn needing(self, approvals: u8) -> IntentSpec {
         IntentSpec { approvals, ..self }
+    }
+
+    /// The same intent, submitted by `tenant` under key number `key` (which other tenants'
+    /// intents may use too).
+    pub const fn keyed(self, tenant: u8, key: u8) -> IntentSpec {
+        IntentSpec {
+            tenant,
+            key: Some(key),
+            ..self
+        }
     }
 }
 
@@ -229,13 +273,12 @@ pub struct Job {
 /// A message on the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Message {
-    /// A request to the intent's destination, carrying the intent's key (the model's key of
-    /// intent `i` is `i`).
+    /// A request to the intent's destination, carrying the intent's delivery key.
     Request {
         /// The intent.
         intent: usize,
-        /// The idempotency key it carries.
-        key: usize,
+        /// The delivery key it carries.
+        key: SentKey,
         /// The worker waiting for its answer.
         worker: usize,
         /// That worker's lease epoch.
@@ -314,6 +357,9 @@ pub struct State {
     pub approval_closed: Vec<bool>,
     /// A request was sent for an intent whose policy asks for more approvals than it has.
     pub sent_unapproved: bool,
+    /// A worker recorded an intent succeeded while its destination had made no effect for it
+    /// (the answer, or what a lookup found, was another intent's).
+    pub borrowed_effect: bool,
 }
 
 /// One step of the system.
@@ -480,6 +526,30 @@ impl Protocol {
         }
     }
 
+    /// Two tenants submitting one key to one destination that honours keys, with two crashes
+    /// and one lost message.
+    pub fn tenants(variant: Variant) -> Protocol {
+        Protocol {
+            intents: vec![
+                IntentSpec::alone(IdempotencyMode::Key).keyed(0, 0),
+                IntentSpec::alone(IdempotencyMode::Key).keyed(1, 0),
+            ],
+            ..Protocol::small(variant)
+        }
+    }
+
+    /// Two tenants submitting one key to one lookup destination, with two crashes, one lost
+    /// message and one early lookup: a lookup by the key must find only its own tenant's effect.
+    pub fn tenant_lookups(variant: Variant) -> Protocol {
+        Protocol {
+            intents: vec![
+                IntentSpec::alone(IdempotencyMode::Lookup).keyed(0, 0),
+                IntentSpec::alone(IdempotencyMode::Lookup).keyed(1, 0),
+            ],
+            ..Protocol::small(variant)
+        }
+    }
+
     /// Deeper bounds, for `scripts/model-check.sh --deep`: the lane and the lookup intent of
     /// [`Protocol::small`] with a deadline on the lane's head and a live worker's lease expiring.
     pub fn deep(variant: Variant) -> Protocol {
@@ -492,14 +562,34 @@ impl Protocol {
     }
 
     /// The models the test command checks, or with `ONCEBOX_MODEL_BOUNDS=deep` the deep one.
-    pub fn from_env(variant: Variant) -> Vec<Protocol> {
-        match std::env::var("ONCEBOX_MODEL_BOUNDS").as_deref() {
-            Ok("deep") => vec![Protocol::deep(variant)],
-            _ => vec![
+    ///
+    /// # Errors
+    /// Any other value of `ONCEBOX_MODEL_BOUNDS`, named: a misspelt request for the deep bounds
+    /// must not quietly check the small ones.
+    pub fn from_env(variant: Variant) -> Result<Vec<Protocol>, String> {
+        Protocol::bounds(
+            std::env::var("ONCEBOX_MODEL_BOUNDS").ok().as_deref(),
+            variant,
+        )
+    }
+
+    /// The models the bounds named `bounds` check: `None` or `""` the test command's, `deep`
+    /// the deep one.
+    ///
+    /// # Errors
+    /// Any other name, with the names there are.
+    pub fn bounds(bounds: Option<&str>, variant: Variant) -> Result<Vec<Protocol>, String> {
+        match bounds {
+            Some("deep") => Ok(vec![Protocol::deep(variant)]),
+            None | Some("") => Ok(vec![
                 Protocol::small(variant),
                 Protocol::slow_workers(variant),
                 Protocol::lookups(variant),
-            ],
+            ]),
+            Some(other) => Err(format!(
+                "ONCEBOX_MODEL_BOUNDS={other:?} names no bounds: use \"deep\", or leave it unset \
+                 for the test command's"
+            )),
         }
     }
 
@@ -844,6 +934,7 @@ impl Protocol {
             return; // the lease was lost: nothing is written
         }
         let i = d.intent;
+        state.borrowed_effect |= d.status == Status::Succeeded && state.effects[i] == 0;
         state.attempted[i] |= self.decisions > 0 && d.attempts > 0;
         if d.next == RowNext::Reissue {
             state.reissues[i] = state.reissues[i].saturating_add(1);
@@ -885,8 +976,8 @@ impl Protocol {
                 state.requests[intent] = state.requests[intent].saturating_add(1);
             }
             state.effect_after_cancel |= state.journal[intent] == Status::Cancelled;
-            state.wrong_key |= key != intent;
-            if !(self.intents[intent].mode.honours_keys() && state.effects[intent] > 0) {
+            state.wrong_key |= key != self.delivery_key(intent);
+            if !(self.intents[intent].mode.honours_keys() && self.effects_under(state, key) > 0) {
                 state.effects[intent] = state.effects[intent].saturating_add(1);
                 let lane = self.intents[intent].lane;
                 state.out_of_order |= lane.is_some()
@@ -912,17 +1003,18 @@ impl Protocol {
             Stage::Calling => actions.push(Action::Timeout(w)),
             Stage::ToLookUp => {
                 let i = job.intent;
-                if state.effects[i] > 0 {
+                // A lookup asks for the delivery key: it finds whatever was done under it.
+                let found = self.effects_under(state, self.delivery_key(i));
+                if found > 0 {
                     actions.push(Action::LookUp(w, true));
                 }
                 // Nothing is seen past the window only where there is nothing;
                 // a look that will look again spends the early-look budget.
                 let trusted = state.window_passed[i] && self.variant != Variant::NeverReissue;
                 let nothing = if trusted {
-                    state.effects[i] == 0
+                    found == 0
                 } else {
-                    (state.effects[i] == 0 || !state.window_passed[i])
-                        && state.early_looks < self.early_looks
+                    (found == 0 || !state.window_passed[i]) && state.early_looks < self.early_looks
                 };
                 if nothing {
                     actions.push(Action::LookUp(w, false));
@@ -949,6 +1041,25 @@ impl Protocol {
         }
     }
 
+    /// What intent `i`'s requests carry: its tenant and its key, or in [`Variant::BareKey`]
+    /// its key alone.
+    pub fn delivery_key(&self, i: usize) -> SentKey {
+        let spec = &self.intents[i];
+        SentKey {
+            tenant: (self.variant != Variant::BareKey).then_some(spec.tenant),
+            key: spec.key.map_or(KeyName::Own(i), KeyName::Named),
+        }
+    }
+
+    /// The effects a destination made under delivery key `key`, for whichever intent: what it
+    /// replays for a repeated key, and what a lookup by that key finds.
+    fn effects_under(&self, state: &State, key: SentKey) -> u8 {
+        (0..self.intents.len())
+            .filter(|&j| self.delivery_key(j) == key)
+            .map(|j| state.effects[j])
+            .fold(0, u8::saturating_add)
+    }
+
     /// Worker `w` sends its request, carrying the intent's key.
     fn send(&self, state: &mut State, w: usize) {
         let Some(mut job) = state.workers[w] else {
@@ -956,7 +1067,7 @@ impl Protocol {
         };
         let request = Message::Request {
             intent: job.intent,
-            key: job.intent,
+            key: self.delivery_key(job.intent),
             worker: w,
             epoch: job.epoch,
             retries: job.retries,
@@ -1089,6 +1200,7 @@ impl Model for Protocol {
             approved: vec![0; n],
             approval_closed: vec![false; n],
             sent_unapproved: false,
+            borrowed_effect: false,
         }]
     }
 
@@ -1276,6 +1388,7 @@ impl Model for Protocol {
                 "every request carries its intent's one key",
                 |_, s: &State| !s.wrong_key,
             ),
+            Property::always(TWO_INTENTS_TWO_EFFECTS, |_, s: &State| !s.borrowed_effect),
             Property::always(
                 "a destination that honours keys makes at most one effect",
                 |m: &Protocol, s: &State| {

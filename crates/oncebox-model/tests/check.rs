@@ -39,9 +39,45 @@ fn holds(model: Protocol) {
 
 #[test]
 fn the_protocol_holds_every_property_in_every_reachable_state() {
-    for model in Protocol::from_env(Variant::Correct) {
+    for model in Protocol::from_env(Variant::Correct).expect("ONCEBOX_MODEL_BOUNDS") {
         holds(model);
     }
+}
+
+#[test]
+fn misspelt_bounds_are_refused_not_read_as_the_small_ones() {
+    let refused = Protocol::bounds(Some("Deep"), Variant::Correct).expect_err("a typo");
+    assert!(refused.contains("\"Deep\""), "{refused}");
+    assert_eq!(
+        Protocol::bounds(Some("deep"), Variant::Correct).map(|m| m.len()),
+        Ok(1)
+    );
+    assert_eq!(
+        Protocol::bounds(None, Variant::Correct).map(|m| m.len()),
+        Ok(3)
+    );
+}
+
+#[test]
+fn the_protocol_holds_with_two_tenants_sharing_a_key() {
+    holds(Protocol::tenants(Variant::Correct));
+    holds(Protocol::tenant_lookups(Variant::Correct));
+}
+
+#[test]
+fn sending_the_bare_key_makes_two_tenants_intents_one_effect() {
+    finds(
+        Protocol::tenants(Variant::BareKey),
+        oncebox_model::TWO_INTENTS_TWO_EFFECTS,
+    );
+}
+
+#[test]
+fn looking_up_the_bare_key_finds_another_tenants_effect() {
+    finds(
+        Protocol::tenant_lookups(Variant::BareKey),
+        oncebox_model::TWO_INTENTS_TWO_EFFECTS,
+    );
 }
 
 #[test]

@@ -92,7 +92,7 @@ WHERE o.phase = $1 AND o.intent_id = ANY (ARRAY(SELECT intent_id FROM picked))
   AND i.id = o.intent_id
 RETURNING o.intent_id, o.phase, o.epoch, o.attempt, o.budget_from, o.dispatched_at, o.arguments,
           o.lease_expires_at, o.intent_id IN (SELECT intent_id FROM expired) AS lease_taken_over,
-          i.tenant_id, i.idempotency_key, i.action, i.request_hash, i.payload, i.status,
+          i.tenant_id, i.idempotency_key, i.key_form, i.action, i.request_hash, i.payload, i.status,
           i.external_reference, i.last_error, i.attempt_count, i.created_at, i.updated_at,
           i.deadline, i.deadline IS NOT NULL AND i.deadline <= now() AS deadline_passed,
           extract(epoch FROM i.approval_expires_at - now())::float8 AS approval_secs_left,

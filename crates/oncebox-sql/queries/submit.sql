@@ -13,13 +13,14 @@
 -- and it gets an ask row too: the "approval requested" message to its policy's notify
 -- destination, sent (or dropped, without one) by a worker at once. The NOTIFY sits in the outbox insert's RETURNING because a data-modifying CTE always runs to
 -- completion. Returns only what the
--- caller does not already have. The Python binding runs this text too (no placeholder may
+-- caller does not already have. The intent's delivery key takes this release's form (1,
+-- oncebox_core::KeyForm::CURRENT: unique across tenants). The Python binding runs this text too (no placeholder may
 -- appear in a comment: see oncebox_sql::pyformat).
 WITH intent AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, idempotency_key, action, request_hash, payload,
          business_ref, run_id, step, deadline, redacted,
-         status, approvals_needed, approval_expires_at, submitted_by)
+         status, approvals_needed, approval_expires_at, submitted_by, key_form)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb IS NOT NULL,
             CASE WHEN $11::smallint IS NULL THEN 'pending'
                  ELSE 'awaiting_approval' END::oncebox.intent_status,
@@ -27,9 +28,9 @@ WITH intent AS (
             CASE WHEN $11::smallint IS NOT NULL
                  THEN least(now() + make_interval(secs => $12::float8),
                             coalesce($9::timestamptz, 'infinity')) END,
-            $13::text)
+            $13::text, 1)
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING i.id, i.created_at, i.status, i.approval_expires_at
+    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, arguments, tenant_id, available_at)
     SELECT id, 'deliver'::oncebox.phase, $10, $1, coalesce(approval_expires_at, now())
@@ -41,4 +42,4 @@ WITH intent AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
     SELECT id, 'ask'::oncebox.phase, $1 FROM intent WHERE status = 'awaiting_approval'
 )
-SELECT id, created_at, status, approval_expires_at FROM intent
+SELECT id, created_at, status, approval_expires_at, key_form FROM intent

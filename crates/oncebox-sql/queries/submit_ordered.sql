@@ -10,7 +10,7 @@
 -- a head awaiting approval holds its lane and is queued for the end of its approval window.
 -- An intent awaiting approval gets an ask row, as in submit.sql, wherever it stands in its lane.
 -- A key that already exists takes no number: nothing is inserted and the caller reads that row,
--- as in submit.sql. A waiting worker is woken only for a ready row.
+-- as in submit.sql. The delivery key's form is this release's, as in submit.sql. A waiting worker is woken only for a ready row.
 WITH lane AS (
     INSERT INTO oncebox.lanes AS l (tenant_id, ordering_key, destination, skip_failed)
     SELECT $1::text, $2::text, $3::text, $4::boolean
@@ -23,7 +23,7 @@ WITH lane AS (
     INSERT INTO oncebox.intents AS i
         (tenant_id, ordering_key, idempotency_key, action, request_hash, payload,
          business_ref, run_id, step, deadline, redacted, lane_id, lane_seq,
-         status, approvals_needed, approval_expires_at, submitted_by)
+         status, approvals_needed, approval_expires_at, submitted_by, key_form)
     SELECT $1::text, $2::text, $5::text, $6::text, $7::text, $8::jsonb, $9::text, $10::text,
            $11::text, $12::timestamptz, $13::jsonb IS NOT NULL, lane.id, lane.last_seq,
            CASE WHEN $14::smallint IS NULL THEN 'pending'
@@ -32,10 +32,10 @@ WITH lane AS (
            CASE WHEN $14::smallint IS NOT NULL
                 THEN least(now() + make_interval(secs => $15::float8),
                            coalesce($12::timestamptz, 'infinity')) END,
-           $16::text
+           $16::text, 1
     FROM lane
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING i.id, i.created_at, i.status, i.approval_expires_at
+    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, available_at)
     SELECT intent.id, 'deliver'::oncebox.phase, $1::text, $13::jsonb,
@@ -49,4 +49,4 @@ WITH lane AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
     SELECT id, 'ask'::oncebox.phase, $1::text FROM intent WHERE status = 'awaiting_approval'
 )
-SELECT id, created_at, status, approval_expires_at FROM intent
+SELECT id, created_at, status, approval_expires_at, key_form FROM intent

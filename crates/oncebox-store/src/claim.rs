@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use oncebox_core::{AttemptError, Status};
+use oncebox_core::{AttemptError, KeyForm, Status};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -37,6 +37,8 @@ pub struct ClaimedRow {
     pub tenant_id: String,
     /// The intent's key.
     pub idempotency_key: String,
+    /// How the intent's delivery key is formed (fixed when it was written).
+    pub key_form: KeyForm,
     /// The intent's action.
     pub action: String,
     /// The intent's request hash.
@@ -73,6 +75,13 @@ impl ClaimedRow {
     /// The intent this row works on.
     pub fn intent_id(&self) -> i64 {
         self.lease.intent_id
+    }
+
+    /// What every destination sees as the intent's identity: unique across tenants, the same
+    /// for every attempt ([`oncebox_core::delivery_key`]).
+    pub fn delivery_key(&self) -> String {
+        self.key_form
+            .delivery_key(&self.tenant_id, &self.idempotency_key)
     }
 }
 

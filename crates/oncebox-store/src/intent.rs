@@ -1,7 +1,7 @@
 //! The journal row, as read back from `oncebox.intents`.
 
 use chrono::{DateTime, Utc};
-use oncebox_core::{AttemptError, CallIdentity, Status};
+use oncebox_core::{AttemptError, CallIdentity, KeyForm, Status};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{FromRow, PgExecutor};
@@ -16,6 +16,9 @@ pub struct Intent {
     pub tenant_id: String,
     /// The stable key, unique per tenant.
     pub idempotency_key: String,
+    /// How its delivery key is formed (fixed when it was written): see
+    /// [`Intent::delivery_key`].
+    pub key_form: KeyForm,
     /// The configured action.
     pub action: String,
     /// Hex SHA-256 of JCS(`{action, arguments}`) after redaction.
@@ -52,6 +55,15 @@ pub struct Intent {
     pub updated_at: DateTime<Utc>,
     /// When it reached a terminal status.
     pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl Intent {
+    /// What every destination sees as the intent's identity: unique across tenants, the same
+    /// for every attempt ([`oncebox_core::delivery_key`]).
+    pub fn delivery_key(&self) -> String {
+        self.key_form
+            .delivery_key(&self.tenant_id, &self.idempotency_key)
+    }
 }
 
 /// Reads one intent by tenant and key; `None` when the tenant has no such key.

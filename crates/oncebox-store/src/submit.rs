@@ -32,6 +32,7 @@ struct Inserted {
     id: i64,
     created_at: DateTime<Utc>,
     status: Status,
+    key_form: oncebox_core::KeyForm,
 }
 
 impl Inserted {
@@ -47,6 +48,7 @@ impl Inserted {
             id: self.id,
             tenant_id: intent.tenant_id,
             idempotency_key: intent.idempotency_key,
+            key_form: self.key_form,
             action: intent.action,
             request_hash,
             payload,

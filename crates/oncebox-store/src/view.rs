@@ -15,6 +15,10 @@ use crate::Intent;
 pub struct IntentView<'a> {
     /// The key the intent was submitted under.
     idempotency_key: &'a str,
+    /// What every destination sees as the intent's identity (`Idempotency-Key`, `webhook-id`,
+    /// AMQP `message_id`, MCP `_meta`, `{key}` in lookups): unique across tenants, fixed
+    /// when the intent was written.
+    delivery_key: String,
     /// The configured action.
     action: &'a str,
     /// Where it stands.
@@ -51,6 +55,7 @@ impl<'a> From<&'a Intent> for IntentView<'a> {
     fn from(i: &'a Intent) -> Self {
         IntentView {
             idempotency_key: &i.idempotency_key,
+            delivery_key: i.delivery_key(),
             action: &i.action,
             status: i.status,
             request_hash: &i.request_hash,

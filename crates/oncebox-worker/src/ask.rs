@@ -32,9 +32,10 @@ pub const ASK_ACTION: &str = "oncebox.approval_requested";
 /// The first wait before a message not taken is tried again, and the longest.
 const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
 
-/// The stable key of an intent's approval request.
-pub fn ask_key(key: &str) -> String {
-    format!("approval:{key}")
+/// The stable key of an intent's approval request, from the intent's delivery key: unique
+/// across tenants, at most 255 bytes ([`oncebox_core::delivery_key::derived_key`]).
+pub fn ask_key(delivery_key: &str) -> String {
+    oncebox_core::delivery_key::derived_key("approval", delivery_key)
 }
 
 /// The console page of the intent with `key`, under `console_url` when it is known: its path
@@ -76,6 +77,7 @@ pub fn message(row: &ClaimedRow, request: &ApprovalRequest, console_url: Option<
         "summary": summary,
         "tenant": row.tenant_id,
         "idempotency_key": row.idempotency_key,
+        "delivery_key": row.delivery_key(),
         "intent_id": row.intent_id(),
         "action": row.action,
         "arguments": row.payload.0,
@@ -152,12 +154,12 @@ async fn send(ctx: &Context, row: &ClaimedRow, request: &ApprovalRequest) -> Fat
         return Fate::Done;
     };
     let body = message(row, request, ctx.settings.console_url.as_deref());
-    let key = ask_key(&row.idempotency_key);
+    let key = ask_key(&row.delivery_key());
     let hash = oncebox_core::request_hash(ASK_ACTION, &body);
     let attempt = u32::try_from(row.attempt).unwrap_or(0).saturating_add(1);
     let req = DeliveryRequest {
         tenant_id: &row.tenant_id,
-        idempotency_key: &key,
+        delivery_key: &key,
         action: ASK_ACTION,
         attempt,
         request_hash: &hash,

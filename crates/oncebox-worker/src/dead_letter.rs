@@ -85,6 +85,7 @@ pub fn message(row: &ClaimedRow) -> Value {
     json!({
         "tenant": row.tenant_id,
         "idempotency_key": row.idempotency_key,
+        "delivery_key": row.delivery_key(),
         "intent_id": row.intent_id(),
         "action": row.action,
         "status": row.status,
@@ -101,7 +102,7 @@ pub fn message(row: &ClaimedRow) -> Value {
 async fn publish(channel: &Channel, exchange: &str, row: &ClaimedRow) -> Result<bool, String> {
     let body = serde_json::to_vec(&message(row)).map_err(|e| e.to_string())?;
     let properties = BasicProperties::default()
-        .with_message_id(format!("dlq:{}", row.idempotency_key).into())
+        .with_message_id(oncebox_core::delivery_key::derived_key("dlq", &row.delivery_key()).into())
         .with_content_type("application/json".into())
         .with_delivery_mode(2);
     let confirm = async {

@@ -380,9 +380,10 @@ async fn call(ctx: &Context, route: &Route, row: &ClaimedRow) -> Completion {
         None => None,
     };
     let attempt = row.attempt + 1;
+    let key = row.delivery_key();
     let req = DeliveryRequest {
         tenant_id: &row.tenant_id,
-        idempotency_key: &row.idempotency_key,
+        delivery_key: &key,
         action: &row.action,
         attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
         request_hash: &row.request_hash,

@@ -89,11 +89,12 @@ async fn look_up(route: Option<&Route>, row: &ClaimedRow) -> Completion {
     let window = route.map_or(Duration::ZERO, |r| r.consistency_window);
     let lookup = route.and_then(|r| r.lookup.as_ref());
     let reference = row.external_reference.as_deref();
+    let key = row.delivery_key();
     let found = match lookup {
         Some(l) => Some((
             l,
-            l.shown_url(&row.idempotency_key, reference),
-            l.lookup(&row.idempotency_key, reference).await,
+            l.shown_url(&key, reference),
+            l.lookup(&row.tenant_id, &key, reference).await,
         )),
         None => None,
     };

@@ -160,6 +160,41 @@ impl Routes {
         self.by_action.get(action)
     }
 
+    /// Refuses a `lookup` destination whose consistency window cannot cover a request still on
+    /// its way under a worker's `lease`: a request may reach the receiver as late as the lease
+    /// plus the destination's timeout after its dispatch, and a lookup that finds nothing
+    /// before then is no proof that nothing will be done — re-issuing it would make a second
+    /// effect.
+    ///
+    /// # Errors
+    /// The field (`destinations.X.consistency_window`) and the values: the window, the lease,
+    /// the timeout.
+    pub fn check_windows(&self, lease: std::time::Duration) -> Result<(), String> {
+        let mut lookups: Vec<&Arc<Route>> = self
+            .by_action
+            .values()
+            .filter(|r| r.mode == IdempotencyMode::Lookup)
+            .collect();
+        lookups.sort_by(|a, b| a.destination.name().cmp(b.destination.name()));
+        for r in lookups {
+            let timeout = r.destination.timeout();
+            if r.consistency_window < lease + timeout {
+                let human = oncebox_core::duration::format_duration;
+                return Err(format!(
+                    "destinations.{}.consistency_window ({}) must cover a request still on its \
+                     way: at least the worker's lease ({}) plus the destination's timeout ({}), \
+                     {}; raise the window or shorten the lease",
+                    r.destination.name(),
+                    human(r.consistency_window),
+                    human(lease),
+                    human(timeout),
+                    human(lease + timeout),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The longest request timeout of any destination.
     pub fn longest_timeout(&self) -> std::time::Duration {
         self.by_action

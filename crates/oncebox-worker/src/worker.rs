@@ -38,7 +38,8 @@ pub enum WorkerError {
 ///
 /// # Errors
 /// [`WorkerError::Settings`] when the lease does not exceed every destination timeout by the
-/// margin; [`WorkerError::Database`] when the LISTEN connection cannot be opened at start-up;
+/// margin, or a lookup destination's consistency window does not cover the lease and its
+/// timeout ([`Routes::check_windows`]); [`WorkerError::Database`] when the LISTEN connection cannot be opened at start-up;
 /// [`WorkerError::Service`] when one of its services panicked or ended while it should have
 /// been running (the others are stopped first, as on a cancellation). Database errors later are
 /// logged and ridden out (polling, retries); leases protect the work meanwhile.
@@ -51,6 +52,7 @@ pub async fn run(
 ) -> Result<(), WorkerError> {
     settings
         .check(routes.longest_timeout())
+        .and_then(|()| routes.check_windows(settings.lease()))
         .map_err(WorkerError::Settings)?;
     let wakeup = match settings.deliver {
         true => Some(Wakeup::connect(&pool).await?),

@@ -6,7 +6,7 @@ pub(crate) fn submitted(s: &Submitted, json: bool) {
     if json {
         println!(
             "{}",
-            serde_json::json!({"created": s.created, "intent": s.intent})
+            serde_json::json!({"created": s.created, "intent": intent_json(&s.intent)})
         );
     } else {
         println!(
@@ -23,10 +23,18 @@ pub(crate) fn submitted(s: &Submitted, json: bool) {
 
 pub(crate) fn intent(i: &Intent, json: bool) {
     if json {
-        println!("{}", serde_json::json!(i));
+        println!("{}", intent_json(i));
     } else {
         print_intent(i);
     }
+}
+
+/// The intent as `--json` prints it: its journal row and the delivery key every destination
+/// sees.
+pub(crate) fn intent_json(i: &Intent) -> serde_json::Value {
+    let mut doc = serde_json::json!(i);
+    doc["delivery_key"] = serde_json::Value::from(i.delivery_key());
+    doc
 }
 
 fn print_intent(i: &Intent) {
@@ -35,6 +43,7 @@ fn print_intent(i: &Intent) {
         ("id", i.id.to_string()),
         ("tenant", i.tenant_id.clone()),
         ("key", i.idempotency_key.clone()),
+        ("delivery key", i.delivery_key()),
         ("action", i.action.clone()),
         ("status", i.status.to_string()),
         ("attempts", i.attempt_count.to_string()),

@@ -61,6 +61,13 @@ pub fn business_key(
     key::business_key(&tenant, &action, &business_id, &version)
 }
 
+/// What every destination sees as the identity of `tenant`'s intent `key`: unique across
+/// tenants (`TENANT:KEY`, or a digest of both).
+#[napi]
+pub fn delivery_key(tenant: String, key: String) -> String {
+    oncebox_core::delivery_key(&tenant, &key)
+}
+
 /// Hex SHA-256 of `session:step:tool:` and the JCS form of the arguments (JSON text): the key of
 /// an agent's tool call at one step of a run. `step` is a whole number from 0 to 2^53.
 #[napi]

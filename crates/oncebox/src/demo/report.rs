@@ -62,9 +62,13 @@ impl Report {
         }
         let by_status: Vec<(Status, i64)> =
             sqlx::query_as(queries::BY_STATUS).fetch_all(pool).await?;
-        let succeeded: Vec<String> = sqlx::query_scalar(queries::SUCCEEDED_KEYS)
-            .fetch_all(pool)
-            .await?;
+        let succeeded: Vec<String> =
+            sqlx::query_as::<_, (String, String, oncebox_core::KeyForm)>(queries::SUCCEEDED_KEYS)
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .map(|(tenant, key, form)| form.delivery_key(&tenant, &key))
+                .collect();
         let applied: Vec<(String, i64)> = sqlx::query_as(queries::APPLIED_PER_KEY)
             .fetch_all(pool)
             .await?;

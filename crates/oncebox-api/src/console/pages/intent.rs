@@ -146,6 +146,7 @@ fn facts(state: &AppState, i: &Intent) -> Markup {
         section {
             dl.facts {
                 dt { "key" } dd { code { (i.idempotency_key) } }
+                dt { "delivery key" } dd { code { (i.delivery_key()) } }
                 dt { "status" } dd { (badge(i.status.as_str())) }
                 dt { "action" } dd { (i.action) " → " (destination_of(state, &i.action)) }
                 dt { "request hash" } dd { code { (i.request_hash) } }

@@ -23,7 +23,10 @@ pub(crate) async fn run(a: Args, json_out: bool) -> CliResult {
     let intent = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
     let history = ops::history(&pool, intent.id).await?;
     if json_out {
-        println!("{}", json!({"intent": intent, "history": history}));
+        println!(
+            "{}",
+            json!({"intent": output::intent_json(&intent), "history": history})
+        );
     } else {
         output::intent(&intent, false);
         print_history(&history);
