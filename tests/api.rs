@@ -16,6 +16,9 @@ use sqlx::{Connection, PgConnection};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oncebox");
 
+/// The redaction keys `oncebox serve` runs with (the configuration's rules need one).
+const REDACTION_KEYS: &str = "test:a secret of thirty-two bytes or more";
+
 const CONFIG: &str = r#"
 [actions.create_invoice]
 destination = "billing"
@@ -23,6 +26,7 @@ tool = { description = "Create an invoice, once." }
 
 [actions.charge]
 destination = "billing"
+redact = [{ pointer = "/card", mode = "drop" }]
 [actions.charge.tool]
 description = "Charge an order, once."
 key = ["/order_id"]
@@ -110,6 +114,7 @@ impl Api {
             .args(["--listen", &addr, "--body-limit", "4096"])
             .args(extra)
             .env("DATABASE_URL", &server_db)
+            .env("ONCEBOX_REDACTION_KEYS", REDACTION_KEYS)
             .stdout(Stdio::null())
             .stderr(stderr);
         for (k, v) in &how.env {
@@ -2339,7 +2344,7 @@ async fn the_console_shows_what_agents_and_receivers_wrote_as_text() {
         "&lt;b&gt;ref&lt;/b&gt;&amp;amp;",
         "&lt;/pre&gt;&lt;/td&gt;&lt;script&gt;alert(4)&lt;/script&gt;",
         "&lt;script&gt;alert(5)&lt;/script&gt;",
-        "ref-x&lt;script&gt;alert(1)&lt;/script&gt;",
+        "ref-tenant-a:x&lt;script&gt;alert(1)&lt;/script&gt;",
         "&lt;i&gt;nothing&lt;/i&gt;",
     ] {
         assert!(shown.contains(text), "no page shows {text:?}");

@@ -44,8 +44,21 @@ impl TestDb {
         self.run_stdin(args, None)
     }
 
-    /// Runs oncebox with `env` set (and no redaction keys unless `env` names them).
+    /// Runs oncebox with `env` set (and the tests' redaction keys unless `env` names others).
     fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .env_remove("ONCEBOX_CONFIG")
+            .env("ONCEBOX_REDACTION_KEYS", TEST_KEYS)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("oncebox output")
+    }
+
+    /// Runs oncebox with `env` set and no redaction keys unless `env` names them.
+    fn run_keyless(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(BIN)
             .args(args)
             .env("DATABASE_URL", &self.url)
@@ -62,7 +75,7 @@ impl TestDb {
             .args(args)
             .env("DATABASE_URL", &self.url)
             .env_remove("ONCEBOX_CONFIG")
-            .env_remove("ONCEBOX_REDACTION_KEYS")
+            .env("ONCEBOX_REDACTION_KEYS", TEST_KEYS)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -99,6 +112,9 @@ fn stderr_json(o: &Output) -> Value {
         .unwrap_or_else(|| panic!("no JSON error in {text}"));
     serde_json::from_str(last).expect("error JSON")
 }
+
+/// The redaction keys the tests' commands run with (the configuration's rules need one).
+const TEST_KEYS: &str = "test:a secret of thirty-two bytes or more";
 
 const CONFIG: &str = r#"
 [actions.create_invoice]
@@ -471,22 +487,27 @@ async fn migrate_submit_replay_conflict_show() {
         stdout_json(&o)["intent"]["payload"],
         serde_json::json!({"amount": "5.00"})
     );
-    let h = Command::new(BIN)
-        .args([
+    // The dropped card is kept nowhere, yet it is part of the request: the same card is the
+    // same request, another card another (a resubmit with it would be a conflict).
+    let hash_of = |card: &str| {
+        let arguments = format!(r#"{{"card": {{"number": "{card}"}}, "amount": "5.00"}}"#);
+        let h = db.run(&[
             "hash",
             "--config",
             config,
             "--action",
             "charge_card",
             "--arguments",
-            r#"{"card": {"number": "1"}, "amount": "5.00"}"#,
-        ])
-        .output()
-        .expect("hash");
+            &arguments,
+        ]);
+        assert_eq!(code(&h), 0, "{}", String::from_utf8_lossy(&h.stderr));
+        String::from_utf8_lossy(&h.stdout).trim().to_owned()
+    };
     assert_eq!(
-        String::from_utf8_lossy(&h.stdout).trim(),
+        hash_of("4111111111111111"),
         stdout_json(&o)["intent"]["request_hash"]
     );
+    assert_ne!(hash_of("1"), stdout_json(&o)["intent"]["request_hash"]);
 
     assert_eq!(db.count("SELECT count(*) FROM oncebox.intents").await, 2);
     assert_eq!(db.count("SELECT count(*) FROM oncebox.outbox").await, 2);
@@ -867,7 +888,7 @@ async fn hash_redaction_needs_a_key_and_never_keeps_the_value() {
         (vec![("ONCEBOX_REDACTION_KEYS", "k1:short")], "at least 32"),
     ] {
         for cmd in [&submit[..], &hash, &serve] {
-            let o = db.run_env(cmd, &env);
+            let o = db.run_keyless(cmd, &env);
             assert_eq!(
                 code(&o),
                 2,
@@ -964,6 +985,7 @@ async fn a_schema_newer_than_the_binary_is_refused_with_a_clear_message() {
                 "--allow-newer-schema",
             ])
             .env("DATABASE_URL", &db.url)
+            .env("ONCEBOX_REDACTION_KEYS", TEST_KEYS)
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
         "oncebox serve --allow-newer-schema",
@@ -1133,7 +1155,7 @@ echo "replay $(curl -s -o /dev/null -w '%{{http_code}}' -X POST {api}/v1/intents
   -H "Authorization: Bearer $TOKEN" -H 'Idempotency-Key: invoice-order-8172' \
   -H 'Content-Type: application/json' \
   -d '{{"action": "create_invoice", "arguments": {{"order_id": "order-8172", "amount": "125.00"}}}}')"
-echo "effects $(curl -s '{receiver}/effects?key=invoice-order-8172')"
+echo "effects $(curl -s '{receiver}/effects?key=tenant-42:invoice-order-8172')"
 echo "conflict $(curl -s -o /dev/null -w '%{{http_code}}' -X POST {api}/v1/intents \
   -H "Authorization: Bearer $TOKEN" -H 'Idempotency-Key: invoice-order-8172' \
   -H 'Content-Type: application/json' \

@@ -20,6 +20,12 @@ redact = [{ pointer = "/card", mode = "hash" }]
 [actions.pay]
 destination = "billing"
 
+[actions.refund]
+destination = "billing"
+[actions.refund.approval]
+approvals = 2
+when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
+
 [destinations.billing]
 kind = "http"
 url = "http://127.0.0.1:9/charges"
@@ -197,4 +203,46 @@ test("an ordering key joins its lane: the second intent waits behind the first, 
       [2, true],
     ],
   );
+});
+
+test("an action with an approval policy is held alike from TypeScript and the Rust CLI", async () => {
+  const refunds: [string, { amount: string }][] = [
+    ["big", { amount: "5000" }],
+    ["small", { amount: "10" }],
+  ];
+  const path = join(tmpdir(), `${db.name}-policy.toml`);
+  writeFileSync(path, CONFIG);
+  try {
+    for (const [key, args] of refunds) {
+      await inTransaction((c) => submit(c, { tenant: "ts", key, action: "refund", arguments: args, config: intake }));
+      await oncebox(
+        ["submit", "--config", path, "--tenant", "rust", "--action", "refund", "--arguments", JSON.stringify(args), key],
+        { DATABASE_URL: db.url, ONCEBOX_REDACTION_KEYS: KEYS },
+      );
+    }
+  } finally {
+    rmSync(path);
+  }
+  const row = async (tenant: string, key: string) =>
+    (await db.scalar(
+      `SELECT jsonb_build_object(
+         'intent', to_jsonb(i) - 'id' - 'tenant_id' - 'created_at' - 'updated_at' - 'approval_expires_at',
+         'window', extract(epoch FROM i.approval_expires_at - i.created_at)::int,
+         'phases', (SELECT jsonb_agg(o.phase ORDER BY o.phase) FROM oncebox.outbox o WHERE o.intent_id = i.id))
+       FROM oncebox.intents i WHERE tenant_id = $1 AND idempotency_key = $2`,
+      [tenant, key],
+    )) as { intent: { status: string; approvals_needed: number | null }; window: number | null; phases: string[] };
+  for (const [key] of refunds) {
+    assert.deepEqual(await row("ts", key), await row("rust", key), key);
+  }
+  const big = await row("ts", "big");
+  assert.equal(big.intent.status, "awaiting_approval");
+  assert.equal(big.intent.approvals_needed, 2);
+  assert.equal(big.window, 86400);
+  assert.deepEqual(big.phases, ["deliver", "ask"]);
+  const small = await row("ts", "small");
+  assert.equal(small.intent.status, "pending");
+  assert.equal(small.intent.approvals_needed, null);
+  assert.equal(small.window, null);
+  assert.deepEqual(small.phases, ["deliver"]);
 });

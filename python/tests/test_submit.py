@@ -15,7 +15,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import oncebox
-from conftest import REDACTION_KEYS, config_toml
+from conftest import REDACTION_KEYS, config_toml, with_refund_policy
 
 INVOICE = {"order_id": "order-8172", "amount": "125.00"}
 
@@ -461,3 +461,50 @@ def test_an_ordering_key_joins_one_lane_from_python_and_rust(
         ("py-2", "order-8172", 2, "billing", True),
     ], "Python's intent waits behind Rust's in the same lane"
     assert last == (2,), "the replay took no number"
+
+
+def test_python_and_rust_hold_an_action_with_a_policy_alike(
+    db_url: str, oncebox_bin: Path, tmp_path: Path
+) -> None:
+    """An action with an approval policy: a refund the policy matches is written
+    awaiting_approval with the number of approvals, its window and an ask row; one it does not
+    match is written pending — the same rows from Python as from the CLI."""
+    config = tmp_path / "c.toml"
+    config.write_text(config_toml())
+    with_refund_policy(config)
+    policy = oncebox.Intake(oncebox.Config.from_toml(config.read_text()), REDACTION_KEYS)
+    refunds = {"big": {"amount": "5000"}, "small": {"amount": "10"}}
+    for key, arguments in refunds.items():
+        rust_submit(
+            oncebox_bin, db_url, config, "rust", "--action", "refund",
+            "--arguments", json.dumps(arguments), key,
+        )  # fmt: skip
+        with psycopg.connect(db_url) as conn:
+            oncebox.submit(
+                conn, tenant="python", key=key, action="refund", arguments=arguments, config=policy
+            )
+            conn.commit()
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT i.tenant_id, i.idempotency_key, to_jsonb(i) - 'id' - 'tenant_id'"
+            "   - 'created_at' - 'updated_at' - 'approval_expires_at' AS intent,"
+            " extract(epoch FROM i.approval_expires_at - i.created_at)::int AS approval_window,"
+            " (SELECT jsonb_agg(o.phase ORDER BY o.phase) FROM oncebox.outbox o"
+            "   WHERE o.intent_id = i.id) AS phases"
+            " FROM oncebox.intents i ORDER BY i.idempotency_key, i.tenant_id"
+        ).fetchall()
+    by = {(r["tenant_id"], r["idempotency_key"]): r for r in rows}
+    for key in refunds:
+        python_row, rust_row = by[("python", key)], by[("rust", key)]
+        for r in (python_row, rust_row):
+            del r["tenant_id"]
+        assert python_row == rust_row, key
+    big, small = by[("python", "big")], by[("python", "small")]
+    assert big["intent"]["status"] == "awaiting_approval"
+    assert big["intent"]["approvals_needed"] == 2
+    assert big["approval_window"] == 86400
+    assert big["phases"] == ["deliver", "ask"]
+    assert small["intent"]["status"] == "pending"
+    assert small["intent"]["approvals_needed"] is None
+    assert small["approval_window"] is None
+    assert small["phases"] == ["deliver"]

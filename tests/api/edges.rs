@@ -256,6 +256,87 @@ async fn mcp_sessions_are_bound_capped_and_ended_quietly() {
     api.stop().await;
 }
 
+/// One agent cannot lock the others out of `/mcp`: a token holds at most
+/// `--mcp-max-sessions-per-token` sessions and a tenant's tokens together
+/// `--mcp-max-sessions-per-tenant` (429 beyond, with Retry-After), while another tenant still
+/// opens its own; ending one makes room again.
+#[tokio::test]
+async fn one_token_or_tenant_cannot_take_every_mcp_session() {
+    let api = Api::start_with(
+        "mcp_shares",
+        &[
+            "--mcp-max-sessions",
+            "10",
+            "--mcp-max-sessions-per-token",
+            "2",
+            "--mcp-max-sessions-per-tenant",
+            "3",
+        ],
+    )
+    .await;
+    let (a1, a2, b) = (
+        api.token("tenant-a"),
+        api.token("tenant-a"),
+        api.token("tenant-b"),
+    );
+    let first = open_session(&api, &a1).await.expect("a1's first");
+    open_session(&api, &a1).await.expect("a1's second");
+    let (status, body) = open_session(&api, &a1).await.expect_err("a1's third");
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("this token holds 2"), "{body}");
+    open_session(&api, &a2).await.expect("the tenant's third");
+    let (status, body) = open_session(&api, &a2)
+        .await
+        .expect_err("the tenant's fourth");
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("this tenant's tokens hold 3"), "{body}");
+    for _ in 0..2 {
+        open_session(&api, &b)
+            .await
+            .expect("another tenant is not locked out");
+    }
+    assert_eq!(mcp_delete(&api, &a1, &first).await, StatusCode::NO_CONTENT);
+    open_session(&api, &a2)
+        .await
+        .expect("room again in the tenant");
+    api.stop().await;
+}
+
+/// No log level shows a value the redaction rules cover: at trace, a tool call whose `card` the
+/// action drops leaves the card in no log line (rmcp logs every message it receives and sends
+/// at debug and trace; `oncebox` holds it to info whatever `ONCEBOX_LOG` asks).
+#[tokio::test]
+async fn no_log_level_shows_a_redacted_argument() {
+    let log = std::env::temp_dir().join(format!("oncebox-mcp-trace-{}.log", std::process::id()));
+    let api = Api::launch(
+        "mcp_trace",
+        &["--tool-wait", "1s"],
+        Launch {
+            log: Some(log.clone()),
+            env: vec![("ONCEBOX_LOG".into(), "trace,rmcp=trace".into())],
+            ..Launch::default()
+        },
+    )
+    .await;
+    let token = api.token("tenant-a");
+    let session = open_session(&api, &token).await.expect("a session");
+    let card = "4111111111117777";
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "charge", "arguments": {"order_id": "o-log", "card": card},
+        "_meta": {"oncebox.dev/idempotency_key": "log-1"}}});
+    let (status, _, body) = mcp_post(&api, &token, Some(&session), call).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("log-1"), "the call was taken: {body}");
+    api.stop().await;
+    let written = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        written.lines().any(|l| l.contains(" TRACE ")),
+        "the log holds what the server says at trace level: {written}"
+    );
+    assert!(!written.contains(card), "a dropped field in the log");
+    let _ = std::fs::remove_file(&log);
+}
+
 /// Keys `.` and `..` name no resource in a URL path (every URL parser resolves them): they are
 /// refused at submit, naming the key.
 #[tokio::test]

@@ -145,3 +145,56 @@ async fn a_tenants_backlog_does_not_starve_another() {
     );
     env.drop_db().await;
 }
+
+/// The worker keeps its claim's tenant cursor from one claim to the next: with ten tenants of
+/// fifty intents each and a batch of two, its claims go round all ten tenants before any gets a
+/// second turn. A worker that started every claim from the first tenant would deliver the first
+/// two tenants' hundred intents before the third tenant's first.
+#[tokio::test]
+async fn the_worker_goes_round_the_tenants_claim_after_claim() {
+    const TENANTS: usize = 10;
+    let rx = receiver(true).await;
+    let env = Env::new("cursor", &config(&rx.url(), "key", "")).await;
+    let mut tx = env.pool.begin().await.expect("begin");
+    for i in 0..50 {
+        for t in 0..TENANTS {
+            env.intake
+                .submit(
+                    &mut tx,
+                    NewIntent::new(
+                        format!("t{t}"),
+                        format!("k-{i}"),
+                        "create_invoice",
+                        json!({"n": i}),
+                    ),
+                )
+                .await
+                .expect("submit");
+        }
+    }
+    tx.commit().await.expect("commit");
+    let worker = env.worker_with("w", &[], "10s", &["--batch", "2", "--concurrency", "2"]);
+    env.wait_until(
+        Duration::from_secs(60),
+        "every intent delivered",
+        || async { env.open().await == 0 },
+    )
+    .await;
+    assert!(worker.stop().await.success());
+    let order: Vec<String> = rx
+        .seen()
+        .into_iter()
+        .map(|s| s.key.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(order.len(), 50 * TENANTS);
+    // Every tenant within the first rounds: ten tenants, two a claim, and the claims a worker
+    // has in flight at once.
+    let first: std::collections::HashSet<&String> = order.iter().take(4 * TENANTS).collect();
+    assert_eq!(
+        first.len(),
+        TENANTS,
+        "the first {} deliveries reached only {first:?}",
+        4 * TENANTS
+    );
+    env.drop_db().await;
+}

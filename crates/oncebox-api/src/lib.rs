@@ -31,7 +31,10 @@ use tokio::sync::watch;
 pub use auth::TOKEN_CACHE_TTL;
 pub use console::ConsoleSettings;
 pub use intents::MAX_WAIT_SECS;
-pub use mcp::{DEFAULT_MAX_SESSIONS, McpMount, SESSION_IDLE};
+pub use mcp::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TENANT, DEFAULT_MAX_SESSIONS_PER_TOKEN,
+    McpMount, SESSION_IDLE,
+};
 pub use problem::Problem;
 
 /// Largest accepted request body by default.

@@ -7,7 +7,10 @@
 //! MCP sessions (`Mcp-Session-Id`) are held in memory, each bound to the token that opened it:
 //! a request naming a session another token opened is answered as if the session did not exist
 //! (404). At most [`McpMount::max_sessions`] live at once — a new one beyond is refused with 503
-//! and `Retry-After` — and one idle for [`SESSION_IDLE`] is closed. A session's `DELETE` is
+//! and `Retry-After` — and at most [`McpMount::max_sessions_per_token`] of one token and
+//! [`McpMount::max_sessions_per_tenant`] of one tenant — beyond, 429 with `Retry-After` — so
+//! that one agent filling the server cannot lock every other tenant out; one idle for
+//! [`SESSION_IDLE`] is closed. A session's `DELETE` is
 //! answered 204. Bodies are held to the API's `--body-limit`.
 
 use std::collections::HashMap;
@@ -31,6 +34,12 @@ use crate::problem::Problem;
 /// Live MCP sessions allowed by default (each holds a few tens of KiB).
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 
+/// Live MCP sessions one token may hold by default.
+pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 50;
+
+/// Live MCP sessions the tokens of one tenant may hold together by default.
+pub const DEFAULT_MAX_SESSIONS_PER_TENANT: usize = 200;
+
 /// A session that has seen no request for this long is closed.
 pub const SESSION_IDLE: Duration = Duration::from_secs(300);
 
@@ -46,6 +55,10 @@ pub struct McpMount {
     pub allowed_origins: Vec<String>,
     /// MCP sessions live at once, at most.
     pub max_sessions: usize,
+    /// MCP sessions one token may hold at once, at most.
+    pub max_sessions_per_token: usize,
+    /// MCP sessions the tokens of one tenant may hold at once, at most.
+    pub max_sessions_per_tenant: usize,
 }
 
 /// The sessions of `/mcp`: rmcp's in-memory manager, and which token opened each and when it
@@ -54,11 +67,24 @@ pub(crate) struct Sessions {
     manager: Arc<LocalSessionManager>,
     bound: Mutex<HashMap<String, Bound>>,
     max: usize,
+    per_token: usize,
+    per_tenant: usize,
 }
 
 struct Bound {
     token: i64,
+    tenant: String,
     seen: Instant,
+}
+
+/// Why a new session is refused.
+enum Full {
+    /// Every session the server keeps is open.
+    Server(usize),
+    /// The caller's token holds as many as it may.
+    Token(usize),
+    /// The caller's tenant holds as many as it may.
+    Tenant(usize),
 }
 
 /// Whether a request may use the session it names.
@@ -95,6 +121,28 @@ impl Sessions {
             }
         }
         self.bound().len()
+    }
+
+    /// Whether `caller` may open one more session: the server's, the token's and the tenant's
+    /// caps, counted after idle sessions are closed.
+    async fn room_for(&self, caller: &oncebox_store::tokens::Caller) -> Result<(), Full> {
+        let open = self.sweep().await;
+        if open >= self.max {
+            return Err(Full::Server(self.max));
+        }
+        let bound = self.bound();
+        let of_token = bound.values().filter(|b| b.token == caller.id).count();
+        if of_token >= self.per_token {
+            return Err(Full::Token(self.per_token));
+        }
+        let of_tenant = bound
+            .values()
+            .filter(|b| b.tenant == caller.tenant_id)
+            .count();
+        if of_tenant >= self.per_tenant {
+            return Err(Full::Tenant(self.per_tenant));
+        }
+        Ok(())
     }
 
     /// Notes a request of `token` in session `id`.
@@ -135,6 +183,8 @@ pub(crate) fn service(
         manager: manager.clone(),
         bound: Mutex::new(HashMap::new()),
         max: mount.max_sessions.max(1),
+        per_token: mount.max_sessions_per_token.max(1),
+        per_tenant: mount.max_sessions_per_tenant.max(1),
     });
     let gateway = mount.gateway;
     let service = StreamableHttpService::new(move || Ok(gateway.clone()), manager, config);
@@ -169,23 +219,15 @@ pub(crate) async fn guard(State(g): State<Guard>, mut request: Request, next: Ne
                     .into_response();
             }
         }
-        None if request.method() == Method::POST && g.sessions.sweep().await >= g.sessions.max => {
-            return Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "{} MCP sessions are open, the most this server keeps; close one (DELETE) \
-                     or try again later",
-                    g.sessions.max
-                ),
-            )
-            .retry_after(Duration::from_secs(5))
-            .field(SESSION_HEADER)
-            .into_response();
+        None if request.method() == Method::POST => {
+            if let Err(full) = g.sessions.room_for(&who).await {
+                return refused(full);
+            }
         }
         None => {}
     }
     let deleting = request.method() == Method::DELETE;
-    let token = who.id;
+    let (token, tenant) = (who.id, who.tenant_id.clone());
     request.extensions_mut().insert(who);
     // The body is read here, within the API's limits (413 past --body-limit, 408 when it does
     // not arrive in time), before the gateway sees it.
@@ -200,7 +242,11 @@ pub(crate) async fn guard(State(g): State<Guard>, mut request: Request, next: Ne
         (None, Some(opened)) => {
             if let Ok(opened) = opened.to_str() {
                 let seen = Instant::now();
-                let bound = Bound { token, seen };
+                let bound = Bound {
+                    token,
+                    tenant,
+                    seen,
+                };
                 g.sessions.bound().insert(opened.to_owned(), bound);
             }
         }
@@ -213,4 +259,30 @@ pub(crate) async fn guard(State(g): State<Guard>, mut request: Request, next: Ne
         _ => {}
     }
     response
+}
+
+/// The answer to a new session refused: 503 when the server is full, 429 when the caller's
+/// token or tenant holds its share.
+fn refused(full: Full) -> Response {
+    let (status, detail) = match full {
+        Full::Server(n) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{n} MCP sessions are open, the most this server keeps"),
+        ),
+        Full::Token(n) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this token holds {n} MCP sessions, the most one token may"),
+        ),
+        Full::Tenant(n) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this tenant's tokens hold {n} MCP sessions, the most one tenant may"),
+        ),
+    };
+    Problem::new(
+        status,
+        format!("{detail}; close one (DELETE) or try again later"),
+    )
+    .retry_after(Duration::from_secs(5))
+    .field(SESSION_HEADER)
+    .into_response()
 }

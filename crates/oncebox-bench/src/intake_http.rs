@@ -148,6 +148,8 @@ pub(crate) async fn start_api(
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         max_sessions: oncebox_api::DEFAULT_MAX_SESSIONS,
+        max_sessions_per_token: oncebox_api::DEFAULT_MAX_SESSIONS_PER_TOKEN,
+        max_sessions_per_tenant: oncebox_api::DEFAULT_MAX_SESSIONS_PER_TENANT,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

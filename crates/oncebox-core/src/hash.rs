@@ -30,6 +30,18 @@ pub fn request_hash(action: &str, arguments: &Value) -> String {
     hex::encode(Sha256::digest(canonical_json(&doc).as_bytes()))
 }
 
+/// The request hash of an intent some of whose fields were dropped by redaction: lowercase hex
+/// SHA-256 of the JCS form of `{"action": action, "arguments": arguments, "dropped": dropped}`,
+/// where `dropped` is the keyed digest of the values removed
+/// ([`crate::redact::apply_and_digest`]). [`request_hash`] when nothing was dropped.
+pub fn request_hash_dropping(action: &str, arguments: &Value, dropped: Option<&str>) -> String {
+    let Some(dropped) = dropped else {
+        return request_hash(action, arguments);
+    };
+    let doc = json!({ "action": action, "arguments": arguments, "dropped": dropped });
+    hex::encode(Sha256::digest(canonical_json(&doc).as_bytes()))
+}
+
 /// The JSON pointer (RFC 6901) of the first number in `value` whose magnitude exceeds 2^53 —
 /// an integer JCS would round, or a float (`7e20`, which JCS writes as the integer
 /// `700000000000000000000`) beyond the range where doubles hold every integer; `None` when

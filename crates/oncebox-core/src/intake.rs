@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::{Approval, Config};
+use crate::hash::request_hash_dropping;
 use crate::intent::{InvalidIntent, NewIntent};
 use crate::key::CallIdentity;
 use crate::redact::{self, HashWith, KeyUsed, RedactRule, RedactionKeys};
@@ -31,19 +32,23 @@ pub struct Recorded {
     pub request_hash: String,
 }
 
-/// An action redacts a field by `hash` and no redaction key was given.
+/// An action redacts a field and no redaction key was given: a `hash` rule needs one to hash,
+/// a `drop` rule to put a keyed digest of what it drops into the request hash (so that a
+/// resubmit with another value there is a conflict).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "action {action:?} redacts {pointer} by hash, which needs a secret key: set {} to \
+    "action {action:?} redacts {pointer} by {mode}, which needs a secret key: set {} to \
      `id:secret` (at least {} bytes of secret; see docs/security.md)",
     RedactionKeys::ENV,
     redact::MIN_SECRET_BYTES
 )]
 pub struct MissingRedactionKey {
-    /// The action whose rule hashes.
+    /// The action whose rule needs the key.
     pub action: String,
     /// The rule's pointer.
     pub pointer: String,
+    /// The rule's mode: `hash` or `drop`.
+    pub mode: &'static str,
 }
 
 /// The configured actions with their redaction rules, and the keys that hash.
@@ -154,17 +159,17 @@ impl Rules {
     ) -> Result<Self, MissingRedactionKey> {
         let actions: BTreeMap<String, ActionRules> = actions.into_iter().collect();
         if keys.is_none() {
-            let hashing = actions.iter().find_map(|(action, rules)| {
-                rules
-                    .redact
-                    .iter()
-                    .find(|r| r.mode == redact::RedactMode::Hash)
-                    .map(|r| (action, r))
-            });
-            if let Some((action, rule)) = hashing {
+            let redacting = actions
+                .iter()
+                .find_map(|(action, rules)| rules.redact.first().map(|r| (action, r)));
+            if let Some((action, rule)) = redacting {
                 return Err(MissingRedactionKey {
                     action: action.clone(),
                     pointer: rule.pointer.clone(),
+                    mode: match rule.mode {
+                        redact::RedactMode::Hash => "hash",
+                        redact::RedactMode::Drop => "drop",
+                    },
                 });
             }
         }
@@ -281,8 +286,9 @@ impl Rules {
     /// [`InvalidIntent`] naming `action` when it is not configured.
     pub fn recorded(&self, action: &str, arguments: &Value) -> Result<Recorded, InvalidIntent> {
         let mut payload = arguments.clone();
-        let redacted = redact::apply(&mut payload, self.rules(action)?, self.hash_with());
-        let request_hash = request_hash(action, &payload);
+        let (redacted, dropped) =
+            redact::apply_and_digest(&mut payload, self.rules(action)?, self.hash_with());
+        let request_hash = request_hash_dropping(action, &payload, dropped.as_deref());
         Ok(Recorded {
             payload,
             redacted,
@@ -296,7 +302,8 @@ impl Rules {
     ///
     /// `submitted_hash` is this request's hash ([`Recorded::request_hash`]). The two hashes
     /// differ for a replay only when the recorded intent was redacted with a key other than the
-    /// current one (rotated since) or before keys: its hash is then recomputed that way.
+    /// current one (rotated since), or before keys, or before dropped values entered the hash:
+    /// its hash is then recomputed each way it may have been made.
     pub fn is_replay(
         &self,
         action: &str,
@@ -306,8 +313,10 @@ impl Rules {
         recorded_payload: &Value,
     ) -> bool {
         submitted_hash == recorded_hash
-            || self.hash_as_recorded(action, arguments, recorded_payload)
-                == Some(recorded_hash.to_owned())
+            || self
+                .hashes_as_recorded(action, arguments, recorded_payload)
+                .iter()
+                .any(|h| h == recorded_hash)
     }
 
     /// How new intents are hashed: with the current key (there is one whenever a rule hashes:
@@ -318,23 +327,37 @@ impl Rules {
             .map_or(HashWith::LegacySha256, |k| HashWith::Key(k.current()))
     }
 
-    /// The request hash of `arguments` redacted the way `payload` was, when that was with a key
-    /// other than the current one or before keys. `None` when there is nothing else to try.
-    fn hash_as_recorded(&self, action: &str, arguments: &Value, payload: &Value) -> Option<String> {
-        let rules = self.rules(action).ok()?;
-        let with = match redact::key_used(payload, rules)? {
-            KeyUsed::LegacySha256 => HashWith::LegacySha256,
-            KeyUsed::Key(id) => {
-                let keys = self.keys.as_deref()?;
-                if id == keys.current().id() {
-                    return None;
-                }
-                HashWith::Key(keys.get(&id)?)
-            }
+    /// The request hashes `arguments` may have been recorded with other than the current way:
+    /// hashed fields under the key `payload` names (when not the current one) or before keys;
+    /// dropped values digested under any known key (a payload keeps no trace of which), or
+    /// not digested at all (intents recorded before dropped values entered the hash).
+    fn hashes_as_recorded(&self, action: &str, arguments: &Value, payload: &Value) -> Vec<String> {
+        let Ok(rules) = self.rules(action) else {
+            return Vec::new();
         };
-        let mut redacted = arguments.clone();
-        redact::apply(&mut redacted, rules, with);
-        Some(request_hash(action, &redacted))
+        let mut ways: Vec<HashWith<'_>> = Vec::new();
+        match redact::key_used(payload, rules) {
+            Some(KeyUsed::LegacySha256) => ways.push(HashWith::LegacySha256),
+            Some(KeyUsed::Key(id)) => {
+                if let Some(key) = self.keys.as_deref().and_then(|k| k.get(&id)) {
+                    ways.push(HashWith::Key(key));
+                }
+            }
+            None if redact::drops(rules) => {
+                ways.extend(self.keys.iter().flat_map(|k| k.all()).map(HashWith::Key));
+            }
+            None => {}
+        }
+        let mut hashes = Vec::new();
+        for with in ways {
+            let mut redacted = arguments.clone();
+            let (_, dropped) = redact::apply_and_digest(&mut redacted, rules, with);
+            hashes.push(request_hash_dropping(action, &redacted, dropped.as_deref()));
+            if dropped.is_some() {
+                hashes.push(request_hash(action, &redacted));
+            }
+        }
+        hashes
     }
 }
 
@@ -367,6 +390,73 @@ mod tests {
             (err.action.as_str(), err.pointer.as_str()),
             ("pay", "/card")
         );
+    }
+
+    fn dropping_cvc(keys: Option<RedactionKeys>) -> Result<Rules, MissingRedactionKey> {
+        let rule = RedactRule {
+            pointer: "/card/cvc".into(),
+            mode: RedactMode::Drop,
+        };
+        Rules::from_actions([("pay".to_owned(), vec![rule])], keys)
+    }
+
+    #[test]
+    fn a_dropped_field_is_outside_the_journal_but_inside_conflict_detection() {
+        let rules = dropping_cvc(Some(RedactionKeys::new(key("a"), []))).expect("keys given");
+        let first = json!({"card": {"cvc": "123", "last4": "4242"}, "amount": 1});
+        let other = json!({"card": {"cvc": "999", "last4": "4242"}, "amount": 1});
+        let (a, b) = (
+            rules.recorded("pay", &first).expect("pay"),
+            rules.recorded("pay", &other).expect("pay"),
+        );
+        assert_eq!(a.payload, json!({"card": {"last4": "4242"}, "amount": 1}));
+        assert_eq!(a.payload, b.payload, "the journal keeps neither value");
+        assert!(!a.payload.to_string().contains("123"));
+        assert_ne!(a.request_hash, b.request_hash);
+        assert!(
+            !rules.is_replay("pay", &other, &b.request_hash, &a.request_hash, &a.payload),
+            "another value in a dropped field is a conflict"
+        );
+        assert!(rules.is_replay("pay", &first, &a.request_hash, &a.request_hash, &a.payload));
+        // Keyed: the digest depends on the secret, so the stored hash confirms no guess.
+        let other_key = dropping_cvc(Some(RedactionKeys::new(key("b"), []))).expect("keys");
+        assert_ne!(
+            other_key.recorded("pay", &first).expect("pay").request_hash,
+            a.request_hash
+        );
+        // After a rotation, an intent digested under the older key still replays, and only
+        // with its own value.
+        let rotated =
+            dropping_cvc(Some(RedactionKeys::new(key("b"), [key("a")]))).expect("keys given");
+        let again = rotated.recorded("pay", &first).expect("pay");
+        assert!(rotated.is_replay(
+            "pay",
+            &first,
+            &again.request_hash,
+            &a.request_hash,
+            &a.payload
+        ));
+        let changed = rotated.recorded("pay", &other).expect("pay");
+        assert!(!rotated.is_replay(
+            "pay",
+            &other,
+            &changed.request_hash,
+            &a.request_hash,
+            &a.payload
+        ));
+        // An intent recorded before dropped values entered the hash replays as it did.
+        let before = request_hash("pay", &a.payload);
+        assert!(rules.is_replay("pay", &first, &a.request_hash, &before, &a.payload));
+    }
+
+    #[test]
+    fn a_dropping_rule_without_keys_is_refused_naming_it() {
+        let err = dropping_cvc(None).expect_err("no keys");
+        assert_eq!(
+            (err.action.as_str(), err.pointer.as_str(), err.mode),
+            ("pay", "/card/cvc", "drop")
+        );
+        assert!(err.to_string().contains(RedactionKeys::ENV), "{err}");
     }
 
     #[test]

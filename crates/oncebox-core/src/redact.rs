@@ -141,6 +141,11 @@ impl RedactionKeys {
     pub fn get(&self, id: &str) -> Option<&RedactionKey> {
         self.keys.iter().find(|k| k.id == id)
     }
+
+    /// Every key, the current one first.
+    pub fn all(&self) -> impl Iterator<Item = &RedactionKey> {
+        self.keys.iter()
+    }
 }
 
 /// How a `hash` rule hashes.
@@ -256,10 +261,45 @@ pub fn needs_key(rules: &[RedactRule]) -> bool {
     rules.iter().any(|r| r.mode == RedactMode::Hash)
 }
 
+/// Whether any of `rules` drops a field (whose value then enters the request hash as a keyed
+/// digest: [`apply_and_digest`]).
+pub fn drops(rules: &[RedactRule]) -> bool {
+    rules.iter().any(|r| r.mode == RedactMode::Drop)
+}
+
 /// Applies `rules` to `arguments` in order, hashing with `with` (which a rule set without
 /// `hash` rules never uses). Returns whether anything changed.
 pub fn apply(arguments: &mut Value, rules: &[RedactRule], with: HashWith<'_>) -> bool {
+    apply_and_digest(arguments, rules, with).0
+}
+
+/// As [`apply`], and also returns the keyed digest of the values `drop` rules removed — each
+/// rule's pointer with the value it removed, in rule order, hashed as a field is
+/// ([`hashed`]) — or `None` when nothing was dropped. The digest goes into the request hash,
+/// so that a resubmit that differs only in a dropped field is a conflict, never a replay;
+/// keyed, so that the stored hash cannot be used to confirm a guess of a dropped value.
+pub fn apply_and_digest(
+    arguments: &mut Value,
+    rules: &[RedactRule],
+    with: HashWith<'_>,
+) -> (bool, Option<String>) {
+    let mut dropped: Vec<Value> = Vec::new();
+    let changed = apply_rules(arguments, rules, with, &mut dropped);
+    let digest = (!dropped.is_empty()).then(|| hashed(&Value::Array(dropped), with));
+    (changed, digest)
+}
+
+/// Applies `rules`, pushing `[pointer, value]` for each value a `drop` rule removes.
+fn apply_rules(
+    arguments: &mut Value,
+    rules: &[RedactRule],
+    with: HashWith<'_>,
+    dropped: &mut Vec<Value>,
+) -> bool {
     let mut changed = false;
+    let mut note = |rule: &RedactRule, v: Value| {
+        dropped.push(Value::Array(vec![Value::String(rule.pointer.clone()), v]));
+    };
     for rule in rules {
         let Some((parent_ptr, last)) = rule.pointer.rsplit_once('/') else {
             continue;
@@ -269,10 +309,15 @@ pub fn apply(arguments: &mut Value, rules: &[RedactRule], with: HashWith<'_>) ->
             continue;
         };
         match (parent, rule.mode) {
-            (Value::Object(map), RedactMode::Drop) => changed |= map.remove(&last).is_some(),
+            (Value::Object(map), RedactMode::Drop) => {
+                if let Some(v) = map.remove(&last) {
+                    note(rule, v);
+                    changed = true;
+                }
+            }
             (Value::Array(items), RedactMode::Drop) => {
                 if let Some(i) = index(&last, items.len()) {
-                    items.remove(i);
+                    note(rule, items.remove(i));
                     changed = true;
                 }
             }

@@ -297,3 +297,47 @@ async fn a_head_awaiting_approval_holds_its_lane_until_decided(pool: PgPool) {
         "still behind its head"
     );
 }
+
+/// An intent's deadline shortens its approval window, on both submit statements (plain and
+/// ordered): the window closes at the deadline when that comes first, else when the policy's
+/// window (24 h here) ends — never later — and the deliver row is queued for that moment, when a
+/// worker expires the intent unless the approvals came first.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_deadline_shortens_the_approval_window_on_both_submit_statements(pool: PgPool) {
+    const DAY: f64 = 86_400.0;
+    for lane in [None, Some("lane")] {
+        for (name, deadline, closes_in) in [
+            ("soon", Some(60.0), 60.0),
+            ("later", Some(2.0 * DAY), DAY),
+            ("none", None, DAY),
+        ] {
+            let key = format!("{name}-{}", lane.unwrap_or("plain"));
+            let mut intent = refund(&key, json!("5000"));
+            intent.deadline =
+                deadline.map(|s| std::time::SystemTime::now() + Duration::from_secs_f64(s));
+            // Each in a lane of its own, so that it is its lane's head.
+            intent.ordering_key = lane.map(|l| format!("{l}-{name}"));
+            let (written, _) = submit_as(&pool, intent, "token 1").await;
+            assert_eq!(written.status, Status::AwaitingApproval, "{key}");
+            let (window, queued): (f64, f64) = sqlx::query_as(
+                "SELECT extract(epoch FROM i.approval_expires_at - now())::float8,
+                        extract(epoch FROM o.available_at - now())::float8
+                 FROM oncebox.intents i
+                 JOIN oncebox.outbox o ON o.intent_id = i.id AND o.phase = 'deliver'
+                 WHERE i.idempotency_key = $1",
+            )
+            .bind(&key)
+            .fetch_one(&pool)
+            .await
+            .expect("the window");
+            assert!(
+                (window - closes_in).abs() < 5.0,
+                "{key}: the window closes in {window} s, not {closes_in} s"
+            );
+            assert!(
+                (queued - window).abs() < 0.001,
+                "{key}: queued in {queued} s"
+            );
+        }
+    }
+}

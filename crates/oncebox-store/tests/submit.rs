@@ -339,9 +339,11 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     .expect("submit");
     let redacted = json!({"card": {"number": hashed(&json!("4111111111111111"), HashWith::Key(&key("k1")))}, "amount": "10.00"});
     assert_eq!(s.intent.payload, redacted);
+    // The hash covers the redacted arguments and a keyed digest of what was dropped.
+    let dropped = hashed(&json!([["/card/cvc", "123"]]), HashWith::Key(&key("k1")));
     assert_eq!(
         s.intent.request_hash,
-        oncebox_core::request_hash("charge_card", &redacted)
+        oncebox_core::hash::request_hash_dropping("charge_card", &redacted, Some(&dropped))
     );
     let journal_text: String = sqlx::query_scalar("SELECT payload::text FROM oncebox.intents")
         .fetch_one(&pool)
@@ -357,15 +359,24 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
         .expect("outbox");
     assert_eq!(outbox_args, Some(args.clone()));
 
-    // A retry with a different dropped field (cvc) is the same intent; another card is not.
-    let mut retry = args.clone();
-    retry["card"]["cvc"] = json!("999");
+    // The same request again is the same intent. A different dropped field (cvc) is another
+    // request — kept nowhere, yet part of its hash as a keyed digest — and so is another card.
     let replay = submit_committed(
         &pool,
-        NewIntent::new("tenant-a", "pay-1", "charge_card", retry),
+        NewIntent::new("tenant-a", "pay-1", "charge_card", args.clone()),
     )
     .await;
     assert!(!replay.expect("replay").created);
+    let mut other_cvc = args.clone();
+    other_cvc["card"]["cvc"] = json!("999");
+    assert!(matches!(
+        submit_committed(
+            &pool,
+            NewIntent::new("tenant-a", "pay-1", "charge_card", other_cvc)
+        )
+        .await,
+        Err(SubmitError::KeyConflict { .. })
+    ));
     let mut other_card = args;
     other_card["card"]["number"] = json!("5500000000000004");
     assert!(matches!(

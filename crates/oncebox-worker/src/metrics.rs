@@ -350,8 +350,9 @@ impl Metrics {
         for ((dest, outcome), n) in lock(&self.deliveries).iter() {
             let _ = writeln!(
                 out,
-                "{}{{destination=\"{dest}\",outcome=\"{outcome}\"}} {n}",
-                DELIVERIES_TOTAL.name
+                "{}{{destination=\"{}\",outcome=\"{outcome}\"}} {n}",
+                DELIVERIES_TOTAL.name,
+                LabelValue(dest)
             );
         }
         DELIVERY_SECONDS.header(out);
@@ -359,7 +360,7 @@ impl Metrics {
             h.render(
                 out,
                 DELIVERY_SECONDS.name,
-                &format!("destination=\"{dest}\""),
+                &format!("destination=\"{}\"", LabelValue(dest)),
                 &LATENCY_BUCKETS,
             );
         }
@@ -428,12 +429,33 @@ impl Metrics {
             for state in BREAKER_STATES {
                 let on = u8::from(state == current);
                 let name = DESTINATION_STATE.name;
+                let dest = LabelValue(dest);
                 let _ = writeln!(
                     out,
                     "{name}{{destination=\"{dest}\",state=\"{state}\"}} {on}"
                 );
             }
         }
+    }
+}
+
+/// A label value as the exposition format writes it: `\`, `"` and a line break escaped, so
+/// that a configured name (a destination's may hold any printable character) cannot end the
+/// value early or break the line.
+struct LabelValue<'a>(&'a str);
+
+impl std::fmt::Display for LabelValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -466,6 +488,19 @@ mod tests {
             m.render()
                 .lines()
                 .any(|l| l == "oncebox_loop_heartbeat_timestamp_seconds{loop=\"deliver\"} 9.5")
+        );
+    }
+
+    #[test]
+    fn a_destination_name_with_quotes_and_backslashes_is_escaped() {
+        let m = Metrics::default();
+        m.delivered(r#"a"b\c"#, "succeeded", 0.01);
+        let text = m.render();
+        let line = r#"oncebox_deliveries_total{destination="a\"b\\c",outcome="succeeded"} 1"#;
+        assert!(text.lines().any(|l| l == line), "{text}");
+        assert!(
+            text.contains(r#"oncebox_delivery_seconds_count{destination="a\"b\\c"} 1"#),
+            "{text}"
         );
     }
 

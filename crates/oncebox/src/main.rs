@@ -55,18 +55,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// The log directive that keeps MCP session ids out of every log.
-const SESSION_LOG_CAP: &str = "rmcp::transport::streamable_http_server::session=warn";
+/// Log directives that hold what must never be logged out of every log, whatever
+/// `ONCEBOX_LOG` asks: rmcp logs each message it receives and sends (a tool call's arguments,
+/// redacted fields included, and its result) at debug and trace, and an MCP session id (a
+/// caller's handle on its session) when a session opens.
+const LOG_CAPS: [&str; 3] = [
+    "rmcp::service=info",
+    "rmcp::transport=info",
+    "rmcp::transport::streamable_http_server::session=warn",
+];
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ONCEBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // An MCP session id is a caller's handle on its session: rmcp logs it when a session opens,
-    // so its session module is held to warnings whatever the filter asks.
-    let filter = match SESSION_LOG_CAP.parse() {
-        Ok(cap) => filter.add_directive(cap),
-        Err(_) => filter,
-    };
+    // Each cap replaces a directive the filter has for the same target.
+    let filter = LOG_CAPS
+        .iter()
+        .filter_map(|cap| cap.parse().ok())
+        .fold(filter, |filter, cap| filter.add_directive(cap));
     // Colours only for a person at a terminal: a log file or collector gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

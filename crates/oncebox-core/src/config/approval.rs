@@ -31,7 +31,6 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use jsonschema::{Keyword, ValidationError};
 use serde::{Deserialize, Deserializer};
@@ -67,14 +66,6 @@ impl Approval {
         self.when
             .as_ref()
             .is_none_or(|when| when.matches(arguments))
-    }
-
-    /// When an intent submitted at `now`, with its own `deadline`, stops waiting for approval.
-    pub fn expires_at(&self, now: SystemTime, deadline: Option<SystemTime>) -> SystemTime {
-        let own = now
-            .checked_add(self.expires_after.get())
-            .unwrap_or(now + Duration::from_secs(86_400));
-        deadline.map_or(own, |d| d.min(own))
     }
 }
 
@@ -321,6 +312,7 @@ impl fmt::Display for Decimal {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn d(s: &str) -> Decimal {
         Decimal::parse(s).unwrap_or_else(|| panic!("{s} is a decimal"))
@@ -426,16 +418,6 @@ when = { type = "object", required = ["amount"], properties = { amount = { decim
         assert!(!needs(json!("10")) && needs(json!("10.0001")) && needs(json!(19.99)));
         assert!(!needs(json!("20")) && !needs(json!(20)));
         assert!(!p.required_for(&json!({"a": "15", "b": "-1.49"})));
-    }
-
-    #[test]
-    fn the_expiry_is_the_earlier_of_the_policy_and_the_deadline() {
-        let p = refunds();
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let day = Duration::from_secs(86_400);
-        assert_eq!(p.expires_at(now, None), now + day);
-        assert_eq!(p.expires_at(now, Some(now + 2 * day)), now + day);
-        assert_eq!(p.expires_at(now, Some(now + day / 2)), now + day / 2);
     }
 
     #[test]

@@ -60,6 +60,16 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = oncebox_api::DEFAULT_MAX_SESSIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub(crate) mcp_max_sessions: usize,
+    /// /mcp: MCP sessions one token may hold at once; a client of that token opening one more
+    /// is answered 429 with Retry-After.
+    #[arg(long, default_value_t = oncebox_api::DEFAULT_MAX_SESSIONS_PER_TOKEN,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) mcp_max_sessions_per_token: usize,
+    /// /mcp: MCP sessions the tokens of one tenant may hold at once together; beyond, 429 with
+    /// Retry-After.
+    #[arg(long, default_value_t = oncebox_api::DEFAULT_MAX_SESSIONS_PER_TENANT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub(crate) mcp_max_sessions_per_tenant: usize,
     /// /console: how long an operator's session lasts after login (the token's own expiry and
     /// revocation end it sooner): 30m, 8h, 1d.
     #[arg(long, default_value = "8h")]
@@ -101,6 +111,8 @@ pub(crate) async fn run(args: Args) -> CliResult {
         allowed_hosts: args.mcp_allowed_hosts,
         allowed_origins: args.mcp_allowed_origins,
         max_sessions: args.mcp_max_sessions,
+        max_sessions_per_token: args.mcp_max_sessions_per_token,
+        max_sessions_per_tenant: args.mcp_max_sessions_per_tenant,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

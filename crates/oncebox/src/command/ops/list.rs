@@ -33,7 +33,7 @@ pub(crate) struct Args {
     pub(crate) limit: i64,
 }
 
-/// Lists intents, oldest first.
+/// Lists intents, the longest unchanged first (by when each last changed).
 pub(crate) async fn run(a: Args, json_out: bool) -> CliResult {
     let status = a
         .status

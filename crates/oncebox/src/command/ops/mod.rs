@@ -27,7 +27,7 @@ use crate::output;
 /// token, destinations, lanes.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// List intents, oldest first.
+    /// List intents, the one unchanged longest first.
     List(list::Args),
     /// Show one intent and its whole history (the retry report).
     Show(show::Args),
