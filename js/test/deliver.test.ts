@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Intake, submit } from "../src/index.js";
+import { Intake, deliveryKey, submit } from "../src/index.js";
 import { Proc, Scratch, freePort, waitUntil } from "./support.js";
 
 test("20 intents from TypeScript are delivered once each by a worker", async () => {
@@ -44,7 +44,9 @@ idempotency = "key"
     assert.equal(await worker.stop(), 0);
     worker = undefined;
     for (const key of keys) {
-      const answer = await fetch(`http://127.0.0.1:${String(port)}/effects?key=${encodeURIComponent(key)}`);
+      // The receiver knows each intent by its delivery key: acme's key.
+      const sent = encodeURIComponent(deliveryKey("acme", key));
+      const answer = await fetch(`http://127.0.0.1:${String(port)}/effects?key=${sent}`);
       const body = (await answer.json()) as { data: unknown[] };
       assert.equal(body.data.length, 1, key);
     }

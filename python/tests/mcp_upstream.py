@@ -4,8 +4,9 @@
 ``create_ticket`` is the tool that changes things: with ``--honour-keys`` it answers a key it
 has seen (``_meta["oncebox.dev/idempotency_key"]``) with the first answer and opens nothing;
 without, every call opens a ticket. A subject of ``"reject"`` is refused with a tool error.
-``search_tickets`` changes nothing (``readOnlyHint``). ``GET /effects`` lists the tickets
-opened, with the key each call carried.
+``search_tickets`` changes nothing (``readOnlyHint``); it notes the tenant each call named
+(``_meta["oncebox.dev/tenant"]`` and the ``X-Oncebox-Tenant`` header). ``GET /effects`` lists
+the tickets opened, with the key each call carried, and the searches' tenants.
 
 Run: ``python mcp_upstream.py --port P [--honour-keys] [--json-response]``.
 """
@@ -22,11 +23,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 KEY = "oncebox.dev/idempotency_key"
+TENANT = "oncebox.dev/tenant"
 
 
 def build(honour_keys: bool) -> MCPServer:
     server = MCPServer("tickets")
     tickets: list[dict[str, Any]] = []
+    searches: list[dict[str, Any]] = []
     answered: dict[str, dict[str, Any]] = {}
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=honour_keys))
@@ -44,13 +47,17 @@ def build(honour_keys: bool) -> MCPServer:
         return ticket
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    async def search_tickets(subject: str) -> dict[str, Any]:
+    async def search_tickets(subject: str, ctx: Context) -> dict[str, Any]:
         """Find the tickets with this subject."""
+        meta = ctx.request_context.meta or {}
+        http = ctx.request_context.request
+        header = http.headers.get("x-oncebox-tenant") if isinstance(http, Request) else None
+        searches.append({"meta": meta.get(TENANT), "header": header})
         found = [t["ticket_id"] for t in tickets if t["subject"] == subject]
         return {"tickets": found}
 
     async def effects(request: Request) -> Response:
-        return JSONResponse({"tickets": tickets})
+        return JSONResponse({"tickets": tickets, "searches": searches})
 
     server.custom_route("/effects", methods=["GET"])(effects)
 

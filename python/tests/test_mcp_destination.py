@@ -11,10 +11,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import psycopg
+from mcp.types import RequestParamsMeta
 
 import oncebox
 from conftest import REDACTION_KEYS, Services, free_port, wait_for_port
@@ -122,8 +123,9 @@ def test_a_key_honouring_tool_whose_answers_are_lost_acts_once_per_intent(
         assert {v[0] for v in rows.values()} == {"succeeded"}, rows
         assert dropper.dropped == 4
         assert [upstream.effects(k) for k in keys] == [1] * len(keys)
+        # The upstream knows each intent by its delivery key.
         opened = {t["key"]: t["ticket_id"] for t in upstream.tickets()}
-        assert {k: v[1] for k, v in rows.items()} == opened
+        assert {oncebox.delivery_key("acme", k): v[1] for k, v in rows.items()} == opened
     finally:
         dropper.close()
         upstream.stop()
@@ -180,12 +182,16 @@ def test_the_gateway_fronts_the_server_journaling_changes_and_passing_reads_thro
                     await mcp.call_tool("open_ticket", {"subject": "no wifi"}, meta=RUN)
                 )
                 assert again["external_reference"] == "T-1"
-                found = await mcp.call_tool("search_tickets", {"subject": "no wifi"})
+                # A read-only call carries the caller's tenant, whatever the agent put there.
+                forged = cast(RequestParamsMeta, {"oncebox.dev/tenant": "globex"})
+                found = await mcp.call_tool("search_tickets", {"subject": "no wifi"}, meta=forged)
                 assert not found.is_error
                 assert structured(found) == {"tickets": ["T-1"]}
 
         asyncio.run(main())
         assert len(upstream.tickets()) == 1
+        searches = httpx.get(f"http://127.0.0.1:{upstream.port}/effects").json()["searches"]
+        assert searches == [{"meta": "acme", "header": "acme"}], searches
         with psycopg.connect(services.db_url) as conn:
             row = conn.execute("SELECT count(*) FROM oncebox.intents").fetchone()
             assert row is not None

@@ -25,6 +25,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+import oncebox
 from conftest import Services
 
 NEW = "whsec_" + base64.b64encode(b"n" * 32).decode()
@@ -184,8 +185,10 @@ def test_deliveries_and_lookups_are_signed_for_standard_webhooks_verifiers(
     services.receiver_url = url
     services.config = services.tmp / "signing.toml"
     services.config.write_text(config(url))
-    recorder.script["inv-retry"] = ["503"]
-    recorder.script["refund-lost"] = ["drop"]
+    # The receiver knows each intent by its delivery key (the tenant's and the key).
+    dk = {k: oncebox.delivery_key("acme", k) for k in ("inv-1", "inv-retry", "refund-lost")}
+    recorder.script[dk["inv-retry"]] = ["503"]
+    recorder.script[dk["refund-lost"]] = ["drop"]
     services.worker()
     base = services.serve()
     headers = {"Authorization": f"Bearer {services.token('acme')}"}
@@ -198,14 +201,14 @@ def test_deliveries_and_lookups_are_signed_for_standard_webhooks_verifiers(
         r = httpx.post(f"{base}/v1/intents", json=body, headers={**headers, "Idempotency-Key": key})
         assert r.status_code == 202, r.text
 
-    wait_for("inv-1", lambda: len(recorder.posts("inv-1")) == 1)
-    wait_for("the retry of inv-retry", lambda: len(recorder.posts("inv-retry")) == 2)
+    wait_for("inv-1", lambda: len(recorder.posts(dk["inv-1"])) == 1)
+    wait_for("the retry of inv-retry", lambda: len(recorder.posts(dk["inv-retry"])) == 2)
     wait_for("the lookup of refund-lost", lambda: len(recorder.gets()) >= 1)
 
     new, old = Webhook(NEW), Webhook(OLD)
     for key in ("inv-1", "inv-retry"):
-        for seen in recorder.posts(key):
-            assert seen.headers["webhook-id"] == key == seen.headers["idempotency-key"]
+        for seen in recorder.posts(dk[key]):
+            assert seen.headers["webhook-id"] == dk[key] == seen.headers["idempotency-key"]
             sigs = seen.headers["webhook-signature"].split(" ")
             assert [s.split(",")[0] for s in sigs] == ["v1", "v1", "v1a"], sigs
             # Each key verifies on its own: a receiver mid-rotation trusts either.
@@ -220,23 +223,24 @@ def test_deliveries_and_lookups_are_signed_for_standard_webhooks_verifiers(
             stranger = Webhook("whsec_" + base64.b64encode(b"s" * 32).decode())
             with pytest.raises(WebhookVerificationError):
                 stranger.verify(seen.body, seen.headers)
-    # A retry keeps its webhook-id (the key).
-    first, second = recorder.posts("inv-retry")
-    assert first.headers["webhook-id"] == second.headers["webhook-id"] == "inv-retry"
+    # A retry keeps its webhook-id (the delivery key).
+    first, second = recorder.posts(dk["inv-retry"])
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == "acme:inv-retry"
 
     # The delivery whose answer was lost, and the lookup that followed, both signed.
-    (lost,) = recorder.posts("refund-lost")
+    (lost,) = recorder.posts(dk["refund-lost"])
     new.verify(lost.body, lost.headers)
     lookup = recorder.gets()[0]
-    assert lookup.path == "/refunds?key=refund-lost", lookup.path
-    assert lookup.headers["webhook-id"] == "refund-lost"
+    assert lookup.path == "/refunds?key=acme%3Arefund-lost", lookup.path
+    assert lookup.headers["webhook-id"] == "acme:refund-lost"
+    assert lookup.headers["x-oncebox-tenant"] == "acme"
     new.verify(b"", lookup.headers, json_parse=False)
     assert lookup.headers["webhook-signature"].startswith("v1,")
     # No secret reached a log — a log that holds every delivery and lookup it made.
     worker_log = services.log("worker")
     for key in ("inv-1", "inv-retry", "refund-lost"):
         delivered = [line for line in worker_log.splitlines() if "delivered" in line]
-        assert any(re.search(rf"\bkey={key}\b", line) for line in delivered), key
+        assert any(re.search(rf"\bkey={re.escape(dk[key])}\b", line) for line in delivered), key
     assert "reconciled" in worker_log, "the lookup is logged"
     for name in ("worker", "serve"):
         log = services.log(name)

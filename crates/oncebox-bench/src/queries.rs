@@ -38,3 +38,5 @@ pub(crate) const JOURNAL: &str = include_str!("../queries/journal.sql");
 pub(crate) const IDLE_LANES: &str = include_str!("../queries/idle_lanes.sql");
 /// The purge as one statement (what the batched purge replaced), for comparison.
 pub(crate) const PURGE_ONE_STATEMENT: &str = include_str!("../queries/purge_one_statement.sql");
+/// The lanes and destinations one size of the scale benchmark spread its intents over.
+pub(crate) const SCALE_SPREAD: &str = include_str!("../queries/scale_spread.sql");

@@ -163,6 +163,11 @@ struct Measured {
     intents: u32,
     /// Tenants with ready work when the drain started, counted in the outbox.
     tenants: i64,
+    /// Ordering lanes in the lane table after the drain: those the intents used and the idle
+    /// ones standing beyond them (0 off the lanes axis).
+    lanes: i64,
+    /// Destinations the intents were delivered to (one action each), counted in the journal.
+    destinations: i64,
     submit_p50_ms: f64,
     submit_p99_ms: f64,
     /// WAL written by the timed submits, per submit (right after a checkpoint: each page's
@@ -340,10 +345,15 @@ async fn measure(a: &ScaleArgs, size: u32) -> anyhow::Result<Measured> {
         );
         let arrival = arrival.into_iter().map(|p| p.arrival).collect();
         let per = |total: f64| total / f64::from(n);
+        let (lanes, destinations): (i64, i64) = sqlx::query_as(queries::SCALE_SPREAD)
+            .fetch_one(&pool)
+            .await?;
         Ok(Measured {
             size,
             intents: n,
             tenants: drained.tenants,
+            lanes,
+            destinations,
             submit_p50_ms: quantile(&submits, 0.5),
             submit_p99_ms: quantile(&submits, 0.99),
             wal_bytes_per_submit: submit_wal / f64::from(a.submits),

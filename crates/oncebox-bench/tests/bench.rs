@@ -251,6 +251,21 @@ fn bench_scale_runs_the_journal_lanes_and_destinations_axes() {
                 .all(|p| p["intents"] == 320 && p["deliveries_per_second"].as_f64() > Some(0.0)),
             "{r}"
         );
+        // What each size spread its intents over: as many lanes (used and idle) as the size
+        // along the lanes axis, as many destinations along the destinations axis.
+        let spread = |field: &str| -> Vec<i64> {
+            points
+                .iter()
+                .map(|p| p[field].as_i64().expect(field))
+                .collect()
+        };
+        let (lanes, destinations) = match axis {
+            "lanes" => (vec![3, 400], vec![1, 1]),
+            "destinations" => (vec![0, 0], vec![1, 3]),
+            _ => (vec![0, 0], vec![1, 1]),
+        };
+        assert_eq!(spread("lanes"), lanes, "{axis}: {r}");
+        assert_eq!(spread("destinations"), destinations, "{axis}: {r}");
         if axis == "journal" {
             assert_eq!(points[0]["purged"], 0, "{r}");
             let purged = points[1]["purged"].as_i64().expect("purged");

@@ -341,3 +341,120 @@ async fn a_deadline_shortens_the_approval_window_on_both_submit_statements(pool:
         }
     }
 }
+
+/// An intent awaiting approval behind its lane's head is queued, when the head is released, for
+/// the end of its approval window — not now, where a worker would claim it early (it would only
+/// hold it back again). Were a worker to reach it early all the same, an approval while it holds
+/// the row is refused with a word to try again, and goes through once the holder gave it back.
+#[sqlx::test(migrations = "../../migrations")]
+async fn behind_a_head_an_intent_awaiting_approval_waits_for_its_window_and_an_approval_wins(
+    pool: PgPool,
+) {
+    let ordered = |key: &str, amount: Value| NewIntent {
+        ordering_key: Some("customer-9".into()),
+        ..refund(key, amount)
+    };
+    let (head, _) = submit_as(&pool, ordered("head", json!(10)), "token 1").await;
+    let (big, _) = submit_as(&pool, ordered("big", json!(5000)), "token 1").await;
+    assert_eq!(big.status, Status::AwaitingApproval);
+    assert!(
+        queued_in(&pool, big.id).await.is_infinite(),
+        "parked behind the head"
+    );
+    assert_eq!(claimable(&pool).await, [head.id]);
+    // The head succeeds (as a worker's record writes it): the lane moves on.
+    sqlx::query(
+        "UPDATE oncebox.intents SET status = 'succeeded', completed_at = now() WHERE id = $1",
+    )
+    .bind(head.id)
+    .execute(&pool)
+    .await
+    .expect("the head succeeds");
+    let queued = queued_in(&pool, big.id).await;
+    assert!(
+        (86_000.0..=86_400.0).contains(&queued),
+        "queued for its window's end, not now: in {queued} s"
+    );
+    assert!(
+        claimable(&pool).await.is_empty(),
+        "no claim reaches it early"
+    );
+
+    // Had a worker reached it early all the same, and held its row, an approval meanwhile wins.
+    sqlx::query(
+        "UPDATE oncebox.outbox SET available_at = now() WHERE intent_id = $1 AND phase = 'deliver'",
+    )
+    .bind(big.id)
+    .execute(&pool)
+    .await
+    .expect("early");
+    let mut conn = pool.acquire().await.expect("conn");
+    let held = claim(
+        &mut *conn,
+        Phase::Deliver,
+        "early-worker",
+        10,
+        Duration::from_secs(30),
+        &mut oncebox_store::TenantCursor::default(),
+    )
+    .await
+    .expect("claim");
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].status, Status::AwaitingApproval);
+    assert!(held[0].approval_secs_left.is_some_and(|s| s > 80_000.0));
+    // While it holds the row, an approval is refused with a word to try again: the holder
+    // would otherwise give the row back for its window's end after the approval released it.
+    let busy = refused(approve(&pool, big.id, &token(2, "ana")).await);
+    assert!(busy.contains("early-worker holds intent big"), "{busy}");
+    // The holder gives it back until the window's end (fenced on its lease)…
+    let deferred = oncebox_store::defer(
+        &pool,
+        "early-worker",
+        Phase::Deliver,
+        &[held[0].lease],
+        &[Duration::from_secs(86_000)],
+    )
+    .await
+    .expect("defer");
+    assert_eq!(deferred, [big.id]);
+    // …and the approvals then go through and queue it afresh, ready now.
+    approve(&pool, big.id, &token(2, "ana")).await.expect("one");
+    let done = approve(&pool, big.id, &token(3, "bo")).await.expect("two");
+    assert_eq!(done.intent.status, Status::Pending);
+    assert!(
+        queued_in(&pool, big.id).await <= 0.0,
+        "ready now, as approved"
+    );
+    assert_eq!(claimable(&pool).await, [big.id]);
+}
+
+/// Two people approving one intent at the same moment: both approvals count, the intent is
+/// released once, with one deliver row and no ask row left.
+#[sqlx::test(migrations = "../../migrations")]
+async fn two_approvals_at_once_release_the_intent_once(pool: PgPool) {
+    let (big, _) = submit_as(&pool, refund("both", json!(5000)), "token 1").await;
+    let (a, b) = (token(2, "ana"), token(3, "bo"));
+    let (first, second) = tokio::join!(approve(&pool, big.id, &a), approve(&pool, big.id, &b));
+    let (first, second) = (first.expect("ana"), second.expect("bo"));
+    let released = [&first, &second]
+        .iter()
+        .filter(|d| d.intent.status == Status::Pending)
+        .count();
+    assert_eq!(released, 1, "exactly one of them released it");
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT phase::text, count(*) FROM oncebox.outbox WHERE intent_id = $1 GROUP BY phase",
+    )
+    .bind(big.id)
+    .fetch_all(&pool)
+    .await
+    .expect("rows");
+    assert_eq!(rows, [("deliver".to_owned(), 1)]);
+    let approvals: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM oncebox.approvals WHERE intent_id = $1")
+            .bind(big.id)
+            .fetch_one(&pool)
+            .await
+            .expect("approvals");
+    assert_eq!(approvals, 2);
+    assert_eq!(claimable(&pool).await, [big.id]);
+}

@@ -459,3 +459,69 @@ pub(crate) async fn send(outcomes: &Outcomes, c: Completion) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::types::Json;
+
+    /// A claimed deliver row of an intent awaiting approval, with `left` seconds of its window.
+    fn awaiting(left: Option<f64>, deadline_passed: bool) -> ClaimedRow {
+        let now = chrono::Utc::now();
+        ClaimedRow {
+            lease: Lease {
+                intent_id: 7,
+                epoch: 2,
+            },
+            phase: Phase::Deliver,
+            attempt: 0,
+            budget_from: 0,
+            dispatched_at: None,
+            arguments: None,
+            lease_expires_at: now,
+            lease_taken_over: false,
+            tenant_id: "t".into(),
+            idempotency_key: "k".into(),
+            key_form: oncebox_core::KeyForm::CURRENT,
+            action: "refund".into(),
+            request_hash: "h".into(),
+            payload: Json(serde_json::json!({})),
+            status: Status::AwaitingApproval,
+            external_reference: None,
+            last_error: None,
+            attempt_count: 0,
+            created_at: now,
+            updated_at: now,
+            deadline: None,
+            deadline_passed,
+            approval_secs_left: left,
+        }
+    }
+
+    /// A worker that reaches an intent still awaiting approval before its window closes sends
+    /// nothing and spends no attempt: it gives the row back until the window's end. Once the
+    /// window closed, or the deadline passed, the intent expires without a call.
+    #[test]
+    fn an_intent_awaiting_approval_is_held_until_its_window_closes_then_expired() {
+        let routes = Routes::default();
+        assert_eq!(
+            triage(&awaiting(Some(30.0), false), &routes),
+            Triage::Hold(Duration::from_secs(30))
+        );
+        for closed in [
+            awaiting(Some(0.0), false),
+            awaiting(Some(-5.0), false),
+            awaiting(None, false),
+            awaiting(Some(30.0), true),
+        ] {
+            match triage(&closed, &routes) {
+                Triage::Complete(c) => {
+                    assert_eq!(c.status, Status::Expired);
+                    assert_eq!(c.next, Next::Done);
+                    assert_eq!(c.report.map(|r| r.kind), Some(AttemptKind::Expired));
+                }
+                other => panic!("{closed:?}: {other:?}"),
+            }
+        }
+    }
+}
