@@ -82,18 +82,23 @@ async fn queued_in(pool: &PgPool, id: i64) -> f64 {
     .expect("deliver row")
 }
 
-async fn claimable(pool: &PgPool) -> Vec<i64> {
+/// The deliver rows a claim of worker `worker` takes now.
+async fn claim_as(pool: &PgPool, worker: &str) -> Vec<oncebox_store::ClaimedRow> {
     let mut conn = pool.acquire().await.expect("conn");
-    let rows = claim(
+    claim(
         &mut *conn,
         Phase::Deliver,
-        "w",
+        worker,
         100,
         Duration::from_secs(30),
         &mut oncebox_store::TenantCursor::default(),
     )
     .await
-    .expect("claim");
+    .expect("claim")
+}
+
+async fn claimable(pool: &PgPool) -> Vec<i64> {
+    let rows = claim_as(pool, "w").await;
     rows.into_iter().map(|r| r.lease.intent_id).collect()
 }
 
@@ -380,7 +385,7 @@ async fn behind_a_head_an_intent_awaiting_approval_waits_for_its_window_and_an_a
         "no claim reaches it early"
     );
 
-    // Had a worker reached it early all the same, and held its row, an approval meanwhile wins.
+    // Had a worker reached it early all the same and held its row, an approval waits for it.
     sqlx::query(
         "UPDATE oncebox.outbox SET available_at = now() WHERE intent_id = $1 AND phase = 'deliver'",
     )
@@ -388,17 +393,7 @@ async fn behind_a_head_an_intent_awaiting_approval_waits_for_its_window_and_an_a
     .execute(&pool)
     .await
     .expect("early");
-    let mut conn = pool.acquire().await.expect("conn");
-    let held = claim(
-        &mut *conn,
-        Phase::Deliver,
-        "early-worker",
-        10,
-        Duration::from_secs(30),
-        &mut oncebox_store::TenantCursor::default(),
-    )
-    .await
-    .expect("claim");
+    let held = claim_as(&pool, "early-worker").await;
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].status, Status::AwaitingApproval);
     assert!(held[0].approval_secs_left.is_some_and(|s| s > 80_000.0));
