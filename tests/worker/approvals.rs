@@ -368,7 +368,9 @@ signing = {{ secrets = ["{HOOK_SECRET}"] }}
     );
     let summary = body["summary"].as_str().unwrap_or("");
     assert!(
-        summary.starts_with("create_invoice big/1 awaits 2 approvals before 20"),
+        summary.starts_with("create_invoice intent ")
+            && summary.contains(" awaits 2 approvals before 20")
+            && !summary.contains("big/1"),
         "{summary}"
     );
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());

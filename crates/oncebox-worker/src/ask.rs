@@ -56,16 +56,19 @@ pub fn console_link(console_url: Option<&str>, key: &str) -> String {
     format!("{}{path}", console_url.unwrap_or(""))
 }
 
-/// The "approval requested" message of `row`, as `request` states it.
+/// The "approval requested" message of `row`, as `request` states it. Its `summary` is made of
+/// the configured action, the intent's id and the window: nothing an agent chose (its key, its
+/// arguments), which a chat bridge in front of approvers could render as a link or a mention;
+/// the key and the arguments travel as fields of their own.
 pub fn message(row: &ClaimedRow, request: &ApprovalRequest, console_url: Option<&str>) -> Value {
     let needed = request.approvals_needed.unwrap_or(1);
     let until = request
         .approval_expires_at
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let summary = format!(
-        "{} {} awaits {needed} approval{}{}",
+        "{} intent {} awaits {needed} approval{}{}",
         row.action,
-        row.idempotency_key,
+        row.intent_id(),
         if needed == 1 { "" } else { "s" },
         until
             .as_ref()
@@ -233,5 +236,26 @@ mod tests {
         assert_eq!(console_link(None, "a..b"), "/console/intents/a..b");
         let huge = "k".repeat(4096);
         assert!(console_link(base, &huge).ends_with(&huge));
+    }
+
+    /// An agent's key shaped as chat markup stays out of the summary.
+    #[test]
+    fn the_summary_carries_no_text_an_agent_chose() {
+        for key in [
+            "<https://evil.example/|Click to approve>",
+            "[approve](https://evil.example/)",
+            "<!channel>",
+            "@here",
+        ] {
+            let row = crate::testing::claimed_row(key, Status::AwaitingApproval);
+            let request = ApprovalRequest {
+                id: 7,
+                approvals_needed: Some(2),
+                approval_expires_at: None,
+            };
+            let m = message(&row, &request, None);
+            assert_eq!(m["summary"], "refund intent 7 awaits 2 approvals", "{key}");
+            assert_eq!(m["idempotency_key"], key, "the key travels as a field");
+        }
     }
 }

@@ -463,38 +463,13 @@ pub(crate) async fn send(outcomes: &Outcomes, c: Completion) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlx::types::Json;
 
     /// A claimed deliver row of an intent awaiting approval, with `left` seconds of its window.
     fn awaiting(left: Option<f64>, deadline_passed: bool) -> ClaimedRow {
-        let now = chrono::Utc::now();
         ClaimedRow {
-            lease: Lease {
-                intent_id: 7,
-                epoch: 2,
-            },
-            phase: Phase::Deliver,
-            attempt: 0,
-            budget_from: 0,
-            dispatched_at: None,
-            arguments: None,
-            lease_expires_at: now,
-            lease_taken_over: false,
-            tenant_id: "t".into(),
-            idempotency_key: "k".into(),
-            key_form: oncebox_core::KeyForm::CURRENT,
-            action: "refund".into(),
-            request_hash: "h".into(),
-            payload: Json(serde_json::json!({})),
-            status: Status::AwaitingApproval,
-            external_reference: None,
-            last_error: None,
-            attempt_count: 0,
-            created_at: now,
-            updated_at: now,
-            deadline: None,
             deadline_passed,
             approval_secs_left: left,
+            ..crate::testing::claimed_row("k", Status::AwaitingApproval)
         }
     }
 

@@ -26,6 +26,8 @@ mod renewer;
 mod routes;
 mod service;
 mod settings;
+#[cfg(test)]
+mod testing;
 mod wakeup;
 mod worker;
 

@@ -69,11 +69,39 @@ impl Approval {
     }
 }
 
-/// The condition `when`: a compiled JSON Schema with the decimal keywords.
+/// The condition `when`: a compiled JSON Schema with the decimal keywords, and the fields it
+/// tests (every member named under `properties`, at any depth). It fails closed: arguments
+/// that leave out a tested field (or spell it otherwise: `Amount` for `amount`), or give a field
+/// a decimal keyword compares a value that is not a decimal, match whatever the schema says —
+/// the intent waits for a person rather than skipping approval.
 #[derive(Clone)]
 pub struct ApprovalCondition {
     source: Arc<Value>,
     validator: Arc<jsonschema::Validator>,
+    tested: Arc<[TestedField]>,
+}
+
+/// A field `when` names under `properties`: its JSON pointer into the arguments, and whether a
+/// decimal keyword compares it.
+#[derive(Debug)]
+struct TestedField {
+    pointer: String,
+    decimal: bool,
+}
+
+/// The fields `schema` names under `properties`, at any depth, below `at`.
+fn tested_fields(schema: &Value, at: &str, into: &mut Vec<TestedField>) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, sub) in properties {
+        let pointer = format!("{at}/{}", name.replace('~', "~0").replace('/', "~1"));
+        let decimal = DECIMAL_KEYWORDS
+            .iter()
+            .any(|(keyword, _)| sub.get(*keyword).is_some());
+        tested_fields(sub, &pointer, into);
+        into.push(TestedField { pointer, decimal });
+    }
 }
 
 /// The decimal keywords `when` understands, and which side of the bound passes each.
@@ -110,9 +138,12 @@ impl ApprovalCondition {
             });
         }
         let validator = options.build(&source).map_err(|e| e.to_string())?;
+        let mut tested = Vec::new();
+        tested_fields(&source, "", &mut tested);
         Ok(ApprovalCondition {
             source: Arc::new(source),
             validator: Arc::new(validator),
+            tested: tested.into(),
         })
     }
 
@@ -121,9 +152,17 @@ impl ApprovalCondition {
         &self.source
     }
 
-    /// Whether `arguments` match the condition.
+    /// Whether `arguments` match the condition: the schema holds, or a tested field is missing,
+    /// or a field a decimal keyword compares holds no decimal (fail closed).
     pub fn matches(&self, arguments: &Value) -> bool {
         self.validator.is_valid(arguments)
+            || self
+                .tested
+                .iter()
+                .any(|f| match arguments.pointer(&f.pointer) {
+                    None => true,
+                    Some(value) => f.decimal && Decimal::of(value).is_none(),
+                })
     }
 }
 
@@ -400,12 +439,58 @@ when = { type = "object", required = ["amount"], properties = { amount = { decim
             );
         }
         // An amount that is not a number: the decimal keyword says nothing, the condition asks.
-        // `when` requires the amount: without one the condition does not match.
-        assert!(!p.required_for(&json!({})));
         assert!(p.required_for(&json!({"amount": "lots"})));
         let always: Approval = toml::from_str("").expect("a policy");
         assert!(always.required_for(&json!({"amount": "1"})));
         assert_eq!(always.approvals.get(), 1);
+    }
+
+    /// The condition fails closed: no way of leaving out, misspelling or disguising the amount
+    /// skips approval, with or without `required`, at the top level or nested.
+    #[test]
+    fn a_tested_field_left_out_misspelt_or_disguised_waits_for_a_person() {
+        let required = refunds();
+        let plain: Approval =
+            toml::from_str(r#"when = { properties = { amount = { decimalMinimum = "1000" } } }"#)
+                .expect("a policy");
+        for p in [&required, &plain] {
+            for evasion in [
+                json!({}),
+                json!({"Amount": "5000"}),
+                json!({"AMOUNT": 5000}),
+                json!({"amount ": "5000"}),
+                json!({"amount": " 5000"}),
+                json!({"amount": "5000 "}),
+                json!({"amount": "5,000"}),
+                json!({"amount": "5e3"}),
+                json!({"amount": "+5000"}),
+                json!({"amount": ["5000"]}),
+                json!({"amount": {"value": "5000"}}),
+                json!({"amount": null}),
+                json!({"amount": true}),
+            ] {
+                assert!(p.required_for(&evasion), "{evasion} skipped approval");
+            }
+            assert!(
+                !p.required_for(&json!({"amount": "50"})),
+                "a small refund goes"
+            );
+            assert!(!p.required_for(&json!({"amount": "50", "Amount": "5000"})));
+        }
+        let nested: Approval = toml::from_str(
+            r#"when = { properties = { payment = { properties = { "net/amount" = { decimalMinimum = "1000" } } } } }"#,
+        )
+        .expect("a policy");
+        for evasion in [
+            json!({}),
+            json!({"payment": {}}),
+            json!({"payment": {"net~1amount": "5000"}}),
+            json!({"payment": {"net/amount": "5e3"}}),
+            json!({"payment": {"net/amount": [1]}}),
+        ] {
+            assert!(nested.required_for(&evasion), "{evasion} skipped approval");
+        }
+        assert!(!nested.required_for(&json!({"payment": {"net/amount": "999"}})));
     }
 
     #[test]
