@@ -148,10 +148,19 @@ impl Api {
         self.token_with_role(tenant, "agent")
     }
 
+    /// A token of `tenant` with `role`; an ops token is issued to a holder of its own
+    /// (`ops-N@TENANT`), so that each is a principal of its own.
     fn token_with_role(&self, tenant: &str, role: &str) -> String {
+        static ISSUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = ISSUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let holder = format!("ops-{n}@{tenant}");
+        let mut args = vec!["ops", "token", "create", "--tenant", tenant, "--role", role];
+        if role == "ops" {
+            args.extend(["--holder", &holder]);
+        }
         let out = run_ok(
             Command::new(BIN)
-                .args(["ops", "token", "create", "--tenant", tenant, "--role", role])
+                .args(&args)
                 .env("DATABASE_URL", &self.db_url),
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -810,23 +819,24 @@ async fn ops_endpoints_need_an_ops_token_and_stay_in_their_tenant() {
     problem(&retry, 409, "key");
     let shown = api.get(&ops, "/v1/ops/intents/r1").await;
     assert_eq!(shown.1["history"][0]["outcome"], "operator_resolved");
-    // The decision is audited with the token that made it; the refused retry is not.
+    // The decision is audited with the principal of the token that made it (its holder); the
+    // refused retry is not.
     let mut conn = PgConnection::connect(&api.db_url).await.expect("db");
     let audit: Vec<(String, String, String, String)> =
         sqlx::query_as("SELECT actor, role, via, action FROM oncebox.audit ORDER BY id")
             .fetch_all(&mut conn)
             .await
             .expect("audit");
-    let token_id: (i64,) = sqlx::query_as(
-        "SELECT id FROM oncebox.api_tokens WHERE role = 'ops' AND tenant_id = 'tenant-a'",
+    let holder: (String,) = sqlx::query_as(
+        "SELECT holder FROM oncebox.api_tokens WHERE role = 'ops' AND tenant_id = 'tenant-a'",
     )
     .fetch_one(&mut conn)
     .await
-    .expect("token id");
+    .expect("token holder");
     assert_eq!(
         audit,
         [(
-            format!("token {}", token_id.0),
+            format!("user:{}", holder.0),
             "ops".to_owned(),
             "api".to_owned(),
             "resolve".to_owned()
@@ -863,17 +873,20 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
     let submitter = api.token_with_role("tenant-a", "ops");
     let other_tenant = api.token_with_role("tenant-b", "ops");
     let label = |name: &str| {
+        let holder = format!("{name}@example.com");
         let out = run_ok(
             Command::new(BIN)
                 .args([
                     "ops", "token", "create", "--tenant", "tenant-a", "--role", "ops", "--label",
-                    name,
+                    name, "--holder", &holder,
                 ])
                 .env("DATABASE_URL", &api.db_url),
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     let (ana, bo) = (label("ana"), label("bo"));
+    // Ana's second token: the same holder, so the same principal.
+    let ana_again = label("ana");
     let payout =
         |amount: &str| json!({"action": "payout", "arguments": {"amount": amount}}).to_string();
     let big = api
@@ -931,15 +944,17 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
         (first.0, first.1["status"].as_str()),
         (StatusCode::OK, Some("awaiting_approval"))
     );
-    let again = decide(&api, &ana, "p1", "approve", reason.clone()).await;
-    problem(&again, 409, "key");
-    assert!(
-        again.1["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("one person counts once")),
-        "{:?}",
-        again.1
-    );
+    for token in [&ana, &ana_again] {
+        let again = decide(&api, token, "p1", "approve", reason.clone()).await;
+        problem(&again, 409, "key");
+        assert!(
+            again.1["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("one person counts once")),
+            "{:?}",
+            again.1
+        );
+    }
     let second = decide(&api, &bo, "p1", "approve", json!({})).await;
     assert_eq!(
         (second.0, second.1["status"].as_str()),
@@ -973,7 +988,7 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
         .await;
     assert_eq!(listed.1["intents"], json!([]));
 
-    // The audit names each person by token and label, with the reason.
+    // The audit names each person by principal (the token's holder) and label, with the reason.
     let mut conn = PgConnection::connect(&api.db_url).await.expect("db");
     let audit: Vec<(String, Option<String>, String, Option<String>)> =
         sqlx::query_as("SELECT actor, label, action, reason FROM oncebox.audit ORDER BY id")
@@ -993,7 +1008,15 @@ async fn approvals_take_four_eyes_and_stay_in_their_tenant() {
         ]
     );
     assert_eq!(audit[0].3.as_deref(), Some("checked the ledger"));
-    assert!(audit.iter().all(|a| a.0.starts_with("token ")));
+    let actors: Vec<&str> = audit.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(
+        actors,
+        [
+            "user:ana@example.com",
+            "user:bo@example.com",
+            "user:ana@example.com"
+        ]
+    );
     api.stop().await;
 }
 
@@ -2488,10 +2511,11 @@ async fn the_console_needs_an_ops_session_and_its_csrf_token_and_stays_in_its_te
     assert_eq!(row["reason"], "the customer withdrew");
     assert_eq!(row["status_before"], "pending");
     assert_eq!(row["status_after"], "cancelled");
+    // The principal of the token's holder (token_with_role issues each to ops-N@TENANT).
     assert!(
         row["actor"]
             .as_str()
-            .is_some_and(|a| a.starts_with("token ")),
+            .is_some_and(|a| a.starts_with("user:ops-") && a.ends_with("@tenant-a")),
         "{row}"
     );
 
@@ -2542,3 +2566,5 @@ mod edges;
 
 #[path = "api/identity.rs"]
 mod identity;
+#[path = "api/principals.rs"]
+mod principals;

@@ -1,6 +1,6 @@
 // oncebox for TypeScript: in-transaction submit for node-postgres on the same Rust core as the
 // Rust library and the Python package.
-export { Intake, type NewIntent, type Prepared } from "./intake.js";
+export { Intake, type IntakeOptions, type NewIntent, type Prepared, principalOf } from "./intake.js";
 export { type Json, jsonText } from "./json.js";
 export {
   businessKey,

@@ -32,25 +32,46 @@ export interface Prepared {
   approvalWindow: number | null;
 }
 
+/** How an intake is built. */
+export interface IntakeOptions {
+  /** The `ONCEBOX_REDACTION_KEYS` format; read from that variable when absent. */
+  redactionKeys?: string;
+  /** Who submits: a person or service name, recorded as `user:NAME`. */
+  principal?: string;
+}
+
+/** The principal a writer names itself (`user:NAME`); `InvalidIntent` naming `principal` when the name cannot be one. */
+export function principalOf(name: string): string {
+  return call(() => native.principal(name));
+}
+
 /**
  * Accepts intents for the configured actions: validation, redaction and the request hash are
  * `oncebox-core`'s, exactly as the Rust intake (and the Python package) apply them. Build one at
  * start-up and pass it as `config` to every `submit`.
  */
 export class Intake {
-  private constructor(readonly rules: NativeRules) {}
+  private constructor(
+    readonly rules: NativeRules,
+    /** The submitter this intake records (`user:NAME`), if it names one. */
+    readonly principal: string | null,
+  ) {}
 
   /**
    * The intake of a TOML configuration (`oncebox.toml`'s text); `redactionKeys` is the
    * `ONCEBOX_REDACTION_KEYS` format (`id:secret[,older…]`), read from that variable when absent.
-   * Throws `ConfigError` naming the field.
+   * `principal` names the person or service that submits (recorded as `user:NAME`; it may not
+   * approve what it submits); without one the journal records the database role (`db:ROLE`).
+   * Throws `ConfigError` naming the field, or `InvalidIntent` naming `principal`.
    */
-  static fromToml(text: string, options: { redactionKeys?: string } = {}): Intake {
-    return new Intake(call(() => new native.Rules(text, options.redactionKeys ?? null)));
+  static fromToml(text: string, options: IntakeOptions = {}): Intake {
+    const rules = call(() => new native.Rules(text, options.redactionKeys ?? null));
+    const principal = options.principal == null ? null : principalOf(options.principal);
+    return new Intake(rules, principal);
   }
 
   /** `Intake.fromToml` of the file at `path`. */
-  static load(path: string, options: { redactionKeys?: string } = {}): Intake {
+  static load(path: string, options: IntakeOptions = {}): Intake {
     return Intake.fromToml(readFileSync(path, "utf8"), options);
   }
 

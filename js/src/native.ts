@@ -66,6 +66,7 @@ interface Native {
   validateKey(key: string): void;
   businessKey(tenant: string, action: string, businessId: string, version: string): string;
   deliveryKey(tenant: string, key: string): string;
+  principal(name: string): string;
   stepKey(session: string, step: number, tool: string, argumentsJson: string): string;
   canonicalJson(document: string): string;
   requestHash(action: string, argumentsJson: string): string;

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 
 import { KeyConflict, InvalidIntent, OnceboxError } from "./errors.js";
-import { Intake, type NewIntent, type Prepared } from "./intake.js";
+import { Intake, type NewIntent, type Prepared, principalOf } from "./intake.js";
 import type { Intent, Status, Submitted } from "./model.js";
 import { native } from "./native.js";
 
@@ -56,6 +56,11 @@ export interface SubmitOptions extends NewIntent {
   config: Intake;
   /** Wake an idle worker at commit (default true), as the Rust intake does. */
   notify?: boolean;
+  /**
+   * Who submits (`user:NAME`) instead of the intake's principal; with neither, the database
+   * role is recorded (`db:ROLE`). The submitter may not approve it.
+   */
+  principal?: string;
 }
 
 const statements = native.statements();
@@ -146,7 +151,7 @@ function params(o: SubmitOptions, p: Prepared, deadline: Date | null, notify: bo
     p.redacted ? p.argumentsJson : null,
     p.approvals,
     p.approvalWindow,
-    null,
+    o.principal == null ? o.config.principal : principalOf(o.principal),
     notify,
     statements.outboxChannel,
   ];

@@ -63,11 +63,20 @@ class Intake:
     Build one at start-up and pass it as ``config=`` to every ``submit``. ``redaction_keys`` is
     the ``ONCEBOX_REDACTION_KEYS`` format (``id:secret[,older…]``); ``None`` reads that
     variable. A configuration that redacts by hash without a key raises ``ConfigError``.
+
+    ``principal`` names the person or service that submits (recorded as ``user:NAME``; it may
+    not approve what it submits); a submit may name another. Without one, the journal records
+    the database role the submit runs under (``db:ROLE``). A name that cannot be one raises
+    ``InvalidIntent`` naming ``principal``.
     """
 
-    def __init__(self, config: Config, redaction_keys: str | None = None) -> None:
+    def __init__(
+        self, config: Config, redaction_keys: str | None = None, principal: str | None = None
+    ) -> None:
         self.config = config
         self._rules = _native.Rules(config._native, redaction_keys)
+        self.principal: str | None = None if principal is None else _native.principal(principal)
+        """The submitter this intake records (``user:NAME``), if it names one."""
 
     @property
     def actions(self) -> list[str]:

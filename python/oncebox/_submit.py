@@ -50,6 +50,7 @@ def submit(
     config: Intake | Config,
     notify: bool = True,
     ordering_key: str | None = None,
+    principal: str | None = None,
 ) -> Submitted:
     """Records an intent in the journal and the outbox inside the caller's open transaction.
 
@@ -67,6 +68,8 @@ def submit(
     ``notify`` wakes an idle worker at commit (as the Rust intake does by default).
     With ``ordering_key``, intents of the tenant to the same destination with the same key are
     delivered one at a time, in submit order (the submit holds the lane's lock until commit).
+    ``principal`` names who submits (``user:NAME``) instead of the intake's principal; with
+    neither, the database role is recorded (``db:ROLE``). The submitter may not approve it.
     """
     if _is_async(conn):
         raise TypeError(
@@ -84,6 +87,7 @@ def submit(
         deadline=deadline,
         config=config,
         ordering_key=ordering_key,
+        principal=principal,
     )
     driver = _sync_driver(conn)
     with driver.cursor() as cur:
@@ -111,6 +115,7 @@ async def submit_async(
     config: Intake | Config,
     notify: bool = True,
     ordering_key: str | None = None,
+    principal: str | None = None,
 ) -> Submitted:
     """``submit`` for a psycopg ``AsyncConnection`` or a SQLAlchemy ``AsyncConnection`` or
     ``AsyncSession`` over psycopg: the same rows, the same replays and refusals."""
@@ -131,6 +136,7 @@ async def submit_async(
         deadline=deadline,
         config=config,
         ordering_key=ordering_key,
+        principal=principal,
     )
     driver = await _async_driver(conn)
     async with driver.cursor() as cur:
@@ -158,6 +164,7 @@ class _Call:
     step: str | None
     deadline: datetime | None
     ordering_key: str | None
+    submitter: str | None
 
     @staticmethod
     def prepare(
@@ -172,6 +179,7 @@ class _Call:
         deadline: datetime | None,
         config: Intake | Config,
         ordering_key: str | None,
+        principal: str | None = None,
     ) -> _Call:
         """Validates, redacts and hashes the intent (``InvalidIntent`` before any statement)."""
         intake = config if isinstance(config, Intake) else Intake(config)
@@ -198,6 +206,7 @@ class _Call:
             step,
             deadline,
             ordering_key,
+            intake.principal if principal is None else _native.principal(principal),
         )
 
     def statement(self) -> str:
@@ -226,7 +235,7 @@ class _Call:
             "p10": p.arguments_json if p.redacted else None,
             "p11": p.approvals,
             "p12": p.approval_window,
-            "p13": None,
+            "p13": self.submitter,
             "p14": notify,
             "p15": _native.OUTBOX_CHANNEL,
         }
@@ -251,7 +260,7 @@ class _Call:
             "p13": p.arguments_json if p.redacted else None,
             "p14": p.approvals,
             "p15": p.approval_window,
-            "p16": None,
+            "p16": self.submitter,
             "p17": notify,
             "p18": _native.OUTBOX_CHANNEL,
         }

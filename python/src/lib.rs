@@ -108,6 +108,15 @@ fn delivery_key(tenant: &str, key: &str) -> String {
     oncebox_core::delivery_key(tenant, key)
 }
 
+/// `principal(name)`: the principal a writer names itself (`user:NAME`), as the journal records
+/// it; a name that cannot be one raises `InvalidIntent` naming `principal`.
+#[pyfunction]
+fn principal(py: Python<'_>, name: &str) -> PyResult<String> {
+    oncebox_core::Principal::named("principal", name)
+        .map(|p| p.to_string())
+        .map_err(|e| invalid(py, InvalidIntent::new(e.field, e.reason)))
+}
+
 /// `step_key(session, step, tool, arguments_json)`: hex SHA-256 of `session:step:tool:` and
 /// the JCS form of the arguments.
 #[pyfunction]
@@ -411,6 +420,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_key, m)?)?;
     m.add_function(wrap_pyfunction!(business_key, m)?)?;
     m.add_function(wrap_pyfunction!(delivery_key, m)?)?;
+    m.add_function(wrap_pyfunction!(principal, m)?)?;
     m.add_function(wrap_pyfunction!(step_key, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
     m.add_function(wrap_pyfunction!(request_hash, m)?)?;

@@ -149,6 +149,7 @@ class Services:
     receiver_url: str = ""
     api_url: str = ""
     config: Path | None = None
+    issued: int = 0
 
     def start(self, args: list[str], port: int, what: str) -> subprocess.Popen[bytes]:
         log = (self.tmp / f"{what}.log").open("wb")
@@ -204,15 +205,34 @@ class Services:
         self.api_url = f"http://127.0.0.1:{port}"
         return self.api_url, proc
 
-    def token(self, tenant: str, role: str = "agent") -> str:
-        """A new API token of ``tenant`` with ``role`` (agent or ops)."""
+    def token(
+        self, tenant: str, role: str = "agent", holder: str | None = None, label: str | None = None
+    ) -> str:
+        """A new API token of ``tenant`` with ``role`` (agent or ops), issued to ``holder`` (an
+        ops token without one gets a holder of its own, ``ops-N@TENANT``)."""
+        if holder is None and role == "ops":
+            self.issued += 1
+            holder = f"ops-{self.issued}@{tenant}"
+        args = ["ops", "token", "create", "--tenant", tenant, "--role", role]
+        args += [] if holder is None else ["--holder", holder]
+        args += [] if label is None else ["--label", label]
         out = subprocess.run(
-            [str(self.bin), "ops", "token", "create", "--tenant", tenant, "--role", role],
+            [str(self.bin), *args],
             env={**os.environ, "DATABASE_URL": self.db_url},
             check=True,
             capture_output=True,
         )
         return out.stdout.decode().strip()
+
+    def decide(self, token: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """``oncebox ops ARGS`` (approve or reject) through the API ``serve`` started, with
+        ``token`` as the operator's own (not checked: the caller reads it)."""
+        assert self.api_url, "serve() first"
+        return subprocess.run(
+            [str(self.bin), "ops", *args, "--api", self.api_url],
+            env={**os.environ, "ONCEBOX_TOKEN": token},
+            capture_output=True,
+        )
 
     def config_file(self) -> Path:
         """The configuration the services run with (one pointing nowhere before `receiver`)."""

@@ -27,13 +27,14 @@ AMOUNTS: list[tuple[Any, oncebox.Status]] = [
 ]
 
 
-def ops(services: Services, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """``oncebox ops ARGS`` against the test's database (not checked: the caller reads it)."""
-    return subprocess.run(
-        [str(services.bin), "ops", *args],
-        env={**os.environ, "DATABASE_URL": services.db_url},
-        capture_output=True,
-    )
+def submitted_by(db_url: str, key: str) -> str | None:
+    """Who the journal says submitted ``key``."""
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT submitted_by FROM oncebox.intents WHERE idempotency_key = %s", (key,)
+        ).fetchone()
+    assert row is not None, key
+    return None if row[0] is None else str(row[0])
 
 
 def stored_status(db_url: str, key: str) -> str:
@@ -85,6 +86,8 @@ def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Service
                     "refund",
                     "--arguments",
                     json.dumps(arguments),
+                    "--principal",
+                    "billing-cron",
                     f"cli-{i}",
                 ],
                 env={
@@ -100,17 +103,22 @@ def test_the_same_policy_gives_the_same_status_on_every_way_in(services: Service
             assert over_http.intent.status is expected, (amount, "api")
             for way in ("py", "cli", "api"):
                 assert stored_status(services.db_url, f"{way}-{i}") == expected.value
+            # Every way in records who submitted: the database role when the Python intake
+            # names no principal, the CLI's --principal, the API token (a principal of its own).
+            assert submitted_by(services.db_url, f"py-{i}") == "db:postgres"
+            assert submitted_by(services.db_url, f"cli-{i}") == "user:billing-cron"
+            assert (submitted_by(services.db_url, f"api-{i}") or "").startswith("token:")
 
 
 def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services) -> None:
     services.receiver()
     assert services.config is not None
     with_refund_policy(services.config)
-    via = oncebox.Database(
-        services.db_url,
-        tenant="acme",
-        config=oncebox.Intake(oncebox.Config.load(services.config), REDACTION_KEYS),
+    services.serve()
+    intake = oncebox.Intake(
+        oncebox.Config.load(services.config), REDACTION_KEYS, principal="refund-agent"
     )
+    via = oncebox.Database(services.db_url, tenant="acme", config=intake)
 
     @oncebox.tool("refund", via=via, timeout=30)
     def refund(order_id: str, amount: str) -> Mapping[str, object]:
@@ -121,7 +129,8 @@ def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services)
         refund("s", 1, order_id="o1", amount="5000.00")
     assert waiting.value.intent.status is oncebox.Status.AWAITING_APPROVAL
     key = refund.key("s", 1, order_id="o1", amount="5000.00")
-    rejected = ops(services, "reject", "--tenant", "acme", key, "--reason", "not owed")
+    ana = services.token("acme", role="ops", holder="ana@example.com")
+    rejected = services.decide(ana, "reject", key, "--reason", "not owed")
     assert rejected.returncode == 0, rejected.stderr
     with pytest.raises(oncebox.Rejected) as no:
         refund("s", 1, order_id="o1", amount="5000.00")
@@ -131,8 +140,15 @@ def test_the_tool_raises_awaiting_approval_then_the_decision(services: Services)
     with pytest.raises(oncebox.AwaitingApproval):
         refund("s", 2, order_id="o2", amount="1200")
     key = refund.key("s", 2, order_id="o2", amount="1200")
+    # The intake's principal submitted it: a token of that holder may not approve it.
+    assert submitted_by(services.db_url, key) == "user:refund-agent"
+    agent = services.token("acme", role="ops", holder="refund-agent")
+    own = services.decide(agent, "approve", key)
+    assert own.returncode == 3, own.stderr
+    assert b"someone else must approve it" in own.stderr, own.stderr
     for person in ("ana", "bo"):
-        approved = ops(services, "approve", "--tenant", "acme", key, "--actor", person)
+        token = services.token("acme", role="ops", holder=f"{person}@example.com")
+        approved = services.decide(token, "approve", key, "--reason", f"checked by {person}")
         assert approved.returncode == 0, approved.stderr
     done = refund("s", 2, order_id="o2", amount="1200")
     assert done.status is oncebox.Status.SUCCEEDED

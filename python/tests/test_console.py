@@ -216,15 +216,10 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     with_refund_policy(services.config)
     services.worker()
     base = services.serve()
-    bot = services.token("acme", role="ops")  # the agent platform's token: it submits
-    create = ("ops", "token", "create", "--tenant", "acme", "--role", "ops", "--label", "ana")
-    created = subprocess.run(
-        [str(services.bin), *create],
-        env={**os.environ, "DATABASE_URL": services.db_url},
-        check=True,
-        capture_output=True,
-    )
-    ana = created.stdout.decode().strip()
+    # The agent platform's token: it submits.
+    bot = services.token("acme", role="ops", holder="agent-platform")
+    ana = services.token("acme", role="ops", holder="ana@example.com", label="ana")
+    bo = services.token("acme", role="ops", holder="bo@example.com")
 
     async def call(arguments: dict[str, str]) -> dict[str, object]:
         async with over_http(base, bot) as mcp:
@@ -281,12 +276,12 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     context.close()
     assert services.effects(key) == 0, "sent after one approval of two"
 
-    approve_as_bo = ("--tenant", "acme", "--actor", "bo", "--reason", "Refund matches the invoice")
-    cli = subprocess.run(
-        [str(services.bin), "ops", "approve", key, *approve_as_bo],
-        env={**os.environ, "DATABASE_URL": services.db_url},
-        capture_output=True,
-    )
+    # Ana's approval counts once, whichever of her tokens asks again.
+    ana_again = services.token("acme", role="ops", holder="ana@example.com")
+    again = services.decide(ana_again, "approve", key)
+    assert again.returncode == 3, again.stderr
+    assert b"one person counts once" in again.stderr, again.stderr
+    cli = services.decide(bo, "approve", key, "--reason", "Refund matches the invoice")
     assert cli.returncode == 0, cli.stderr
     wait_for_status(services.db_url, key, "succeeded")
     assert services.effects(key) == 1, "exactly one request once approved"
@@ -305,6 +300,6 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     ]
     assert [r[1:] for r in rows] == [
         ("ana", "console", "approve", "Customer's return received in full"),
-        (None, "cli", "approve", "Refund matches the invoice"),
+        (None, "api", "approve", "Refund matches the invoice"),
     ], rows
-    assert rows[1][0] == "bo"
+    assert [r[0] for r in rows] == ["user:ana@example.com", "user:bo@example.com"], rows

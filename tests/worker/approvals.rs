@@ -32,25 +32,26 @@ fn requests(rx: &oncebox_receiver::Receiver, key: &str) -> usize {
     rx.seen().iter().filter(|s| s.key.ends_with(key)).count()
 }
 
-/// `oncebox ops approve KEY` as `actor`: its exit code, the intent and stderr.
-fn approve(env: &Env, key: &str, actor: &str) -> (i32, Value, String) {
-    ops(
-        env,
-        &[
-            "approve",
-            key,
-            "--actor",
-            actor,
-            "--reason",
-            &format!("checked by {actor}"),
-        ],
-    )
+/// `oncebox ops approve KEY` through the ops API at `serve`, with a new ops token issued to
+/// `person@example.com` (every token of one holder is one principal): its exit code, the
+/// intent and stderr.
+fn approve(env: &Env, serve: &Serve, key: &str, person: &str) -> (i32, Value, String) {
+    let token = env.ops_token(&format!("{person}@example.com"));
+    let reason = format!("checked by {person}");
+    decide(serve, &token, &["approve", key, "--reason", &reason])
+}
+
+/// `oncebox ops reject KEY ARGS…` through the ops API at `serve`, as `person`.
+fn reject(env: &Env, serve: &Serve, person: &str, args: &[&str]) -> (i32, Value, String) {
+    let token = env.ops_token(&format!("{person}@example.com"));
+    decide(serve, &token, &[&["reject"], args].concat())
 }
 
 #[tokio::test]
 async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
     let rx = receiver(false).await;
     let env = Env::new("approve", &policy(&rx.url(), "key", "24h")).await;
+    let serve = env.serve().await;
     env.intent("big", json!({"amount": "5000.00"})).await;
     env.intent("small", json!({"amount": "50"})).await;
     assert_eq!(env.status_of("big").await, "awaiting_approval");
@@ -77,10 +78,10 @@ async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
     assert!(metric(&scrape(&metrics).await, age).is_some_and(|s| s >= 0.0));
 
     // The first approval: still waiting; the same person again counts for nothing.
-    let (code, intent, err) = approve(&env, "big", "ana");
+    let (code, intent, err) = approve(&env, &serve, "big", "ana");
     assert_eq!(code, 0, "{err}");
     assert_eq!(intent["status"], "awaiting_approval");
-    let (code, _, err) = approve(&env, "big", "ana");
+    let (code, _, err) = approve(&env, &serve, "big", "ana");
     assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("already approved") && err.contains("one person counts once"),
@@ -91,7 +92,7 @@ async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
     env.wait_status("small-2", "succeeded").await;
     assert_eq!(requests(&rx, "big"), 0, "sent before its second approval");
 
-    let (code, intent, err) = approve(&env, "big", "bo");
+    let (code, intent, err) = approve(&env, &serve, "big", "bo");
     assert_eq!(code, 0, "{err}");
     assert_eq!(intent["status"], "pending");
     env.wait_status("big", "succeeded").await;
@@ -122,14 +123,15 @@ async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
     assert_eq!(
         decided,
         [
-            ("bo", "approve", "checked by bo"),
-            ("ana", "approve", "checked by ana")
+            ("user:bo@example.com", "approve", "checked by bo"),
+            ("user:ana@example.com", "approve", "checked by ana")
         ]
     );
     // Once released, it cannot be approved again.
-    let (code, _, err) = approve(&env, "big", "cy");
+    let (code, _, err) = approve(&env, &serve, "big", "cy");
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("is succeeded"), "{err}");
+    drop(serve);
     env.drop_db().await;
 }
 
@@ -137,16 +139,22 @@ async fn nothing_is_sent_until_two_people_approve_then_exactly_one_request() {
 async fn a_rejected_intent_is_final_and_never_sent() {
     let rx = receiver(false).await;
     let env = Env::new("reject", &policy(&rx.url(), "key", "24h")).await;
+    let serve = env.serve().await;
     env.intent("no", json!({"amount": "1000"})).await;
     assert_eq!(env.status_of("no").await, "awaiting_approval");
-    let (code, _, err) = ops(&env, &["reject", "no"]);
+    let (code, _, err) = reject(&env, &serve, "ana", &["no"]);
     assert_ne!(code, 0, "a rejection needs a reason");
     assert!(err.contains("--reason"), "{err}");
-    let (code, intent, err) = ops(&env, &["reject", "no", "--reason", "not this customer"]);
+    let (code, intent, err) = reject(
+        &env,
+        &serve,
+        "ana",
+        &["no", "--reason", "not this customer"],
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(intent["status"], "rejected");
     assert!(intent["completed_at"].is_string());
-    let (code, _, err) = approve(&env, "no", "bo");
+    let (code, _, err) = approve(&env, &serve, "no", "bo");
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("is rejected"), "{err}");
     let worker = env.worker("w", &[], "5s");
@@ -159,6 +167,7 @@ async fn a_rejected_intent_is_final_and_never_sent() {
         0,
         "no work left for it"
     );
+    drop(serve);
     env.drop_db().await;
 }
 
@@ -167,6 +176,7 @@ async fn an_approval_nobody_makes_expires_with_a_dead_letter() {
     let _one_at_a_time = AMQP.lock().await;
     let rx = receiver(false).await;
     let env = Env::new("unapproved", &policy(&rx.url(), "key", "1s")).await;
+    let serve = env.serve().await;
     env.intent("late", json!({"amount": "2500"})).await;
     let (worker, exchange) = dead_letter_worker(&env, "w", "5s");
     env.wait_status("late", "expired").await;
@@ -176,10 +186,11 @@ async fn an_approval_nobody_makes_expires_with_a_dead_letter() {
     let letters = drain_queue(&format!("{exchange}.expired")).await;
     assert_eq!(letters.len(), 1, "one dead letter: {letters:?}");
     assert_eq!(letters[0].1["status"], "expired");
-    let (code, _, err) = approve(&env, "late", "ana");
+    let (code, _, err) = approve(&env, &serve, "late", "ana");
     assert_eq!(code, 3, "{err}");
     assert_eq!(requests(&rx, "late"), 0, "never sent");
     delete_exchange(&exchange).await;
+    drop(serve);
     env.drop_db().await;
 }
 
@@ -187,16 +198,17 @@ async fn an_approval_nobody_makes_expires_with_a_dead_letter() {
 async fn a_worker_killed_right_after_the_last_approval_still_delivers_once() {
     let rx = receiver(true).await;
     let env = Env::new("approve-kill", &policy(&rx.url(), "key", "24h")).await;
+    let serve = env.serve().await;
     for i in 0..20 {
         env.intent(format!("r{i}"), json!({"amount": "1500"})).await;
     }
     let mut worker = env.worker("w1", &[], "5s");
     for i in 0..20 {
-        let (code, _, err) = approve(&env, &format!("r{i}"), "ana");
+        let (code, _, err) = approve(&env, &serve, &format!("r{i}"), "ana");
         assert_eq!(code, 0, "{err}");
     }
     for i in 0..20 {
-        let (code, intent, err) = approve(&env, &format!("r{i}"), "bo");
+        let (code, intent, err) = approve(&env, &serve, &format!("r{i}"), "bo");
         assert_eq!(code, 0, "{err}");
         assert_eq!(intent["status"], "pending");
     }
@@ -227,6 +239,7 @@ async fn a_worker_killed_right_after_the_last_approval_still_delivers_once() {
         "{sent} requests: at most one more for each of the {held} rows the killed worker held \
          and the {timed_out} attempts that timed out"
     );
+    drop(serve);
     env.drop_db().await;
 }
 
@@ -322,6 +335,7 @@ signing = {{ secrets = ["{HOOK_SECRET}"] }}
         hook = hook.url,
     );
     let env = Env::new("announce", &text).await;
+    let serve = env.serve().await;
     let card = "4111111111111111";
     env.intent("big/1", json!({"amount": "5000.00", "card": card}))
         .await;
@@ -333,7 +347,7 @@ signing = {{ secrets = ["{HOOK_SECRET}"] }}
             .await,
         2
     );
-    let (code, _, err) = ops(&env, &["reject", "no", "--reason", "not ours"]);
+    let (code, _, err) = reject(&env, &serve, "ana", &["no", "--reason", "not ours"]);
     assert_eq!(code, 0, "{err}");
 
     let worker = env.worker(
@@ -404,12 +418,13 @@ signing = {{ secrets = ["{HOOK_SECRET}"] }}
 
     // Approved: delivered once; nobody is asked again.
     for person in ["ana", "bo"] {
-        let (code, _, err) = approve(&env, "big/1", person);
+        let (code, _, err) = approve(&env, &serve, "big/1", person);
         assert_eq!(code, 0, "{err}");
     }
     env.wait_status("big/1", "succeeded").await;
     assert!(worker.stop().await.success());
     assert_eq!(requests(&rx, "big/1"), 1);
     assert_eq!(hook.requests().len(), 2);
+    drop(serve);
     env.drop_db().await;
 }

@@ -273,6 +273,76 @@ pub(crate) fn metric(body: &str, series: &str) -> Option<f64> {
         .and_then(|(_, v)| v.parse().ok())
 }
 
+/// `oncebox serve` over the test's database and config, for decisions made through the ops API.
+pub(crate) struct Serve {
+    /// Its base URL.
+    pub(crate) base: String,
+    _proc: Proc,
+}
+
+impl Env {
+    /// Starts `oncebox serve` on a free port and waits until it listens.
+    pub(crate) async fn serve(&self) -> Serve {
+        let addr = crate::support::free_addr();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--config"])
+            .arg(&self.config)
+            .args(["--listen", &addr])
+            .env("DATABASE_URL", &self.url)
+            .env(
+                "ONCEBOX_REDACTION_KEYS",
+                "test:a secret of thirty-two bytes or more",
+            )
+            .env("ONCEBOX_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let proc = Proc::spawn(&mut cmd, "oncebox serve");
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+                return Serve {
+                    base: format!("http://{addr}"),
+                    _proc: proc,
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("oncebox serve did not come up");
+    }
+
+    /// A new ops token of tenant `t1` issued to `holder`.
+    pub(crate) fn ops_token(&self, holder: &str) -> String {
+        let out = Command::new(BIN)
+            .args(["ops", "token", "create", "--tenant", "t1", "--role", "ops"])
+            .args(["--holder", holder])
+            .env("DATABASE_URL", &self.url)
+            .output()
+            .expect("oncebox ops token create");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+/// Runs `oncebox ops DECISION ...` through the ops API at `serve` with `token`.
+pub(crate) fn decide(serve: &Serve, token: &str, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .arg("ops")
+        .args(args)
+        .args(["--api", &serve.base, "--json"])
+        .env("ONCEBOX_TOKEN", token)
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("oncebox ops");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (out.status.code().expect("exit code"), doc, stderr)
+}
+
 /// Runs `oncebox ops ...` against the test's database.
 pub(crate) fn ops(env: &Env, args: &[&str]) -> (i32, Value, String) {
     let out = Command::new(BIN)

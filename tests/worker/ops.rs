@@ -72,7 +72,9 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
         outcomes,
         ["unknown", "lookup_ambiguous", "operator_resolved"]
     );
-    assert_eq!(shown["history"][2]["worker"], "ops:ana");
+    // A decision from the command line is recorded under the database role it connects as, with
+    // --actor (here $USER) as the name for people.
+    assert_eq!(shown["history"][2]["worker"], "ops:db:postgres");
     assert_eq!(ops(&env, &["show", "nope"]).0, 4);
 
     // Cancel before dispatch works; while a worker holds the lease it is refused.
@@ -83,6 +85,14 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
     // Each decision is in the audit log, newest first; refused ones are not.
     let (code, audit, err) = ops(&env, &["audit"]);
     assert_eq!(code, 0, "{err}");
+    assert!(
+        audit
+            .as_array()
+            .expect("rows")
+            .iter()
+            .all(|r| r["label"] == "ana"),
+        "{audit}"
+    );
     let rows: Vec<(&str, &str, &str, &str, &str, &str, &str)> = audit
         .as_array()
         .expect("rows")
@@ -108,7 +118,7 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
             (
                 "later",
                 "cancel",
-                "ana",
+                "db:postgres",
                 "cli",
                 "order withdrawn",
                 "pending",
@@ -117,7 +127,7 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
             (
                 "twice",
                 "resolve",
-                "ana",
+                "db:postgres",
                 "cli",
                 "-",
                 "needs_review",
@@ -126,7 +136,7 @@ async fn ops_retry_resolve_cancel_purge_show_and_stats() {
             (
                 "refused",
                 "retry",
-                "ana",
+                "db:postgres",
                 "cli",
                 "receiver fixed",
                 "failed",

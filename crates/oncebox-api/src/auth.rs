@@ -139,6 +139,7 @@ mod tests {
             role: Role::Agent,
             expires_at: None,
             label: None,
+            holder: None,
         }
     }
 

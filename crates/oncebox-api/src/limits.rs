@@ -74,6 +74,8 @@ impl Default for RateLimits {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Owner {
     Token(i64),
+    /// A person signed in without a token, by principal.
+    Person(String),
     Tenant(String),
     Anonymous,
 }
@@ -131,12 +133,25 @@ impl Limiter {
     /// # Errors
     /// [`Refused`] naming the limit hit and how long until a request fits.
     pub fn check(&self, token_id: i64, tenant: &str, now: Instant) -> Result<(), Refused> {
+        self.check_owner(Owner::Token(token_id), tenant, now)
+    }
+
+    /// As [`Limiter::check`], for a person signed in to the console without a token (through
+    /// OpenID Connect): their principal has a bucket of its own, at the per-token rate.
+    ///
+    /// # Errors
+    /// As [`Limiter::check`] ([`Refused::Token`] for the person's own bucket).
+    pub fn check_person(&self, principal: &str, tenant: &str, now: Instant) -> Result<(), Refused> {
+        self.check_owner(Owner::Person(principal.to_owned()), tenant, now)
+    }
+
+    fn check_owner(&self, who: Owner, tenant: &str, now: Instant) -> Result<(), Refused> {
         let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         if map.len() > MAX_BUCKETS {
             let limits = self.limits;
             map.retain(|owner, b| {
                 let rate = match owner {
-                    Owner::Token(_) => limits.per_token,
+                    Owner::Token(_) | Owner::Person(_) => limits.per_token,
                     Owner::Tenant(_) => limits.per_tenant,
                     Owner::Anonymous => limits.anonymous,
                 };
@@ -159,7 +174,7 @@ impl Limiter {
                 Err(b.wait(rate))
             }
         };
-        let token = take(Owner::Token(token_id), self.limits.per_token).map_err(Refused::Token)?;
+        let token = take(who, self.limits.per_token).map_err(Refused::Token)?;
         let tenant = take(Owner::Tenant(tenant.to_owned()), self.limits.per_tenant)
             .map_err(Refused::Tenant)?;
         for (owner, mut b) in token.into_iter().chain(tenant) {

@@ -110,10 +110,10 @@ pub(crate) async fn start_api(
 )> {
     let (_, token) = oncebox_store::tokens::create_token(
         pool,
-        "tenant-42",
-        oncebox_store::tokens::Role::Agent,
-        Some("bench"),
-        None,
+        oncebox_store::tokens::NewToken {
+            label: Some("bench"),
+            ..oncebox_store::tokens::NewToken::new("tenant-42", oncebox_store::tokens::Role::Agent)
+        },
     )
     .await?;
     let intake =

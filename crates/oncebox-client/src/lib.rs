@@ -212,7 +212,7 @@ impl Submit {
 }
 
 /// An intent as the API shows it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Intent {
     /// The stable key.
     pub idempotency_key: String,
@@ -247,6 +247,10 @@ pub struct Intent {
     pub updated_at: DateTime<Utc>,
     /// When it became terminal.
     pub completed_at: Option<DateTime<Utc>>,
+    /// Who submitted it (a principal: `user:NAME`, `oidc:ISSUER#SUBJECT`, `token:ID` or
+    /// `db:ROLE`), where recorded.
+    #[serde(default)]
+    pub submitted_by: Option<String>,
 }
 
 impl Intent {
@@ -360,7 +364,7 @@ impl Client {
         })?;
         let url = self.url(&["v1", "intents"])?;
         let (status, intent) = self
-            .call(Method::POST, url, Some((key, body)), self.timeout)
+            .call(Method::POST, url, Some((Some(key), body)), self.timeout)
             .await?;
         Ok(Submitted {
             intent,
@@ -428,6 +432,56 @@ impl Client {
         }
     }
 
+    /// Approves the intent under `key`, awaiting approval, as this client's token's principal
+    /// (an ops token of the intent's tenant), with `reason` for the audit log: the intent as it
+    /// now is — still `awaiting_approval`, or `pending` once this was the last approval it
+    /// needed. Sent once, never retried: a decision is not repeated behind a person's back (a
+    /// second try of one that landed would be refused as already approved).
+    ///
+    /// # Errors
+    /// [`ClientError::Api`]: 409 with the reason when refused (the submitter approving, a
+    /// second approval by the same principal, the window closed), 403 for an agent token, 404
+    /// when there is no such key.
+    pub async fn approve(&self, key: &str, reason: Option<&str>) -> Result<Intent, ClientError> {
+        self.decide(key, "approve", reason).await
+    }
+
+    /// Rejects the intent under `key`, awaiting approval, for `reason`: it ends `rejected`,
+    /// never sent. Sent once, as [`Client::approve`].
+    ///
+    /// # Errors
+    /// As [`Client::approve`]; 400 naming `reason` when it is empty.
+    pub async fn reject(&self, key: &str, reason: &str) -> Result<Intent, ClientError> {
+        self.decide(key, "reject", Some(reason)).await
+    }
+
+    async fn decide(
+        &self,
+        key: &str,
+        decision: &str,
+        reason: Option<&str>,
+    ) -> Result<Intent, ClientError> {
+        check_key(key)?;
+        let url = self.url(&["v1", "ops", "intents", key, decision])?;
+        let body = serde_json::to_vec(&serde_json::json!({ "reason": reason })).map_err(|e| {
+            ClientError::Invalid {
+                field: "reason",
+                message: e.to_string(),
+            }
+        })?;
+        let once = Client {
+            retry: RetryConfig {
+                max_attempts: 1,
+                ..self.retry
+            },
+            ..self.clone()
+        };
+        let (_, intent) = once
+            .call(Method::POST, url, Some((None, body)), self.timeout)
+            .await?;
+        Ok(intent)
+    }
+
     fn url(&self, segments: &[&str]) -> Result<Url, ClientError> {
         let mut url = self.base.clone();
         url.path_segments_mut()
@@ -445,7 +499,7 @@ impl Client {
         &self,
         method: Method,
         url: Url,
-        submit: Option<(&str, Vec<u8>)>,
+        submit: Option<(Option<&str>, Vec<u8>)>,
         timeout: Duration,
     ) -> Result<(StatusCode, Intent), ClientError> {
         let mut delays = ExponentialBuilder::default()
@@ -463,8 +517,10 @@ impl Client {
                 .timeout(timeout)
                 .bearer_auth(&self.token);
             if let Some((key, body)) = &submit {
+                if let Some(key) = key {
+                    req = req.header("idempotency-key", sf_string(key));
+                }
                 req = req
-                    .header("idempotency-key", sf_string(key))
                     .header("content-type", "application/json")
                     .body(body.clone());
             }

@@ -20,6 +20,7 @@
 //! - [`fuzzing`]: the bodies of the fuzz targets (also run over their corpus by the tests).
 //! - [`schema`]: an action's JSON Schema for its arguments, enforced on every intake path.
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
+//! - [`principal`]: who submitted an intent and who decided on it, as the audit log names them.
 
 pub mod config;
 pub mod delivery_key;
@@ -32,6 +33,7 @@ mod invalid;
 pub mod json;
 pub mod key;
 pub mod outcome;
+pub mod principal;
 pub mod protocol;
 pub mod redact;
 pub mod retry;
@@ -43,5 +45,6 @@ pub use hash::{canonical_json, request_hash};
 pub use intent::{InvalidIntent, NewIntent};
 pub use key::{CallIdentity, business_key, step_key, validate_key};
 pub use outcome::{AttemptError, AttemptKind, DeliveryOutcome, ErrorCode};
+pub use principal::Principal;
 pub use retry::RetryPolicy;
 pub use status::Status;

@@ -139,12 +139,21 @@ impl Gateway {
         }
     }
 
-    /// Who submits through this request, where a token says (`token <id>`): that identity may
-    /// not approve what it submits.
+    /// Who submits through this request, where a token says (its principal): that principal
+    /// may not approve what it submits. Over stdio, `None`: the intake's configured principal,
+    /// or else the database role, is recorded.
     fn submitter(context: &RequestContext<RoleServer>) -> Option<String> {
         let parts = context.extensions.get::<http::request::Parts>()?;
         let caller = parts.extensions.get::<Caller>()?;
         Some(caller.actor("mcp").who)
+    }
+
+    /// Who cancels through this request: its token's principal; over stdio, the intake's
+    /// configured principal, or else the database role the gateway connects as (`db:ROLE`).
+    fn canceller(&self, context: &RequestContext<RoleServer>) -> String {
+        Self::submitter(context)
+            .or_else(|| self.intake.principal().map(str::to_owned))
+            .unwrap_or_else(|| format!("db:{}", self.pool.connect_options().get_username()))
     }
 
     /// Submits one call of `tool` as an intent and waits for it to settle: its intent, or the
@@ -216,7 +225,7 @@ impl Gateway {
     }
 
     /// `tasks/cancel`: cancels the task's intent if it was never dispatched.
-    async fn cancel(&self, tenant: &str, key: &str) -> Result<(), McpError> {
+    async fn cancel(&self, tenant: &str, key: &str, who: String) -> Result<(), McpError> {
         let intent = self.own(tenant, key).await?;
         if intent.status == Status::AwaitingApproval {
             return Err(McpError::invalid_request(
@@ -230,7 +239,7 @@ impl Gateway {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(internal)?;
-        let actor = oncebox_store::ops::Actor::new(format!("tenant {tenant}"), "agent", "mcp");
+        let actor = oncebox_store::ops::Actor::new(who, "agent", "mcp");
         let why = Some("tasks/cancel");
         match oncebox_store::ops::cancel(&mut tx, intent.id, &actor, why).await {
             Ok(_) => tx.commit().await.map_err(internal),
@@ -412,7 +421,8 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let tenant = self.who(&context)?;
-        self.cancel(&tenant, &request.task_id).await
+        let who = self.canceller(&context);
+        self.cancel(&tenant, &request.task_id, who).await
     }
 }
 

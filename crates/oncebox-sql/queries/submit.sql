@@ -4,8 +4,9 @@
 -- request hash, payload (redacted), business_ref, run_id, step, deadline; the tenth holds the
 -- original arguments only when redaction changed them. The eleventh is how many people must
 -- approve the intent (null: none, its action's approval policy does not ask) and the twelfth
--- how many seconds they have; the thirteenth names who submitted it, where known (an API
--- token: that identity may not approve it). When the fourteenth is true and a worker is waiting
+-- how many seconds they have; the thirteenth is the principal who submits it
+-- (oncebox_core::Principal: an API token's, one the writer configured) — null: the database
+-- role the statement runs under, recorded as `db:ROLE` — which may not approve it. When the fourteenth is true and a worker is waiting
 -- (oncebox.waiting_workers), it is woken with NOTIFY on the channel named by the fifteenth,
 -- delivered at commit (never on rollback). An intent that needs approval is written
 -- awaiting_approval, and its deliver row is queued for the end of that window (or the deadline,
@@ -28,9 +29,9 @@ WITH intent AS (
             CASE WHEN $11::smallint IS NOT NULL
                  THEN least(now() + make_interval(secs => $12::float8),
                             coalesce($9::timestamptz, 'infinity')) END,
-            $13::text, 1)
+            coalesce($13::text, 'db:' || session_user), 1)
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form
+    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form, i.submitted_by
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, arguments, tenant_id, available_at)
     SELECT id, 'deliver'::oncebox.phase, $10, $1, coalesce(approval_expires_at, now())
@@ -42,4 +43,4 @@ WITH intent AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
     SELECT id, 'ask'::oncebox.phase, $1 FROM intent WHERE status = 'awaiting_approval'
 )
-SELECT id, created_at, status, approval_expires_at, key_form FROM intent
+SELECT id, created_at, status, approval_expires_at, key_form, submitted_by FROM intent

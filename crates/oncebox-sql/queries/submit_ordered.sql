@@ -32,10 +32,10 @@ WITH lane AS (
            CASE WHEN $14::smallint IS NOT NULL
                 THEN least(now() + make_interval(secs => $15::float8),
                            coalesce($12::timestamptz, 'infinity')) END,
-           $16::text, 1
+           coalesce($16::text, 'db:' || session_user), 1
     FROM lane
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form
+    RETURNING i.id, i.created_at, i.status, i.approval_expires_at, i.key_form, i.submitted_by
 ), queued AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id, arguments, available_at)
     SELECT intent.id, 'deliver'::oncebox.phase, $1::text, $13::jsonb,
@@ -49,4 +49,4 @@ WITH lane AS (
     INSERT INTO oncebox.outbox (intent_id, phase, tenant_id)
     SELECT id, 'ask'::oncebox.phase, $1::text FROM intent WHERE status = 'awaiting_approval'
 )
-SELECT id, created_at, status, approval_expires_at, key_form FROM intent
+SELECT id, created_at, status, approval_expires_at, key_form, submitted_by FROM intent

@@ -10,24 +10,56 @@ use serde::Serialize;
 use sqlx::{FromRow, PgExecutor};
 
 use crate::intent::Intent;
+use crate::ops::Actor;
 use crate::sql;
 use crate::tokens::{Caller, Role};
+use oncebox_core::Principal;
 
-/// A console session: its caller and the CSRF token its forms carry.
+/// A console session: who signed in and the CSRF token its forms carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
-    /// Who logged in (the ops token's id, tenant and role).
-    pub caller: Caller,
+    /// Who: the token's principal, or the person's signed in through OpenID Connect.
+    pub principal: Principal,
+    /// The tenant every query is scoped to.
+    pub tenant_id: String,
+    /// What they may do (the console serves the ops role only).
+    pub role: Role,
+    /// A name for people: the token's label, or the person's e-mail.
+    pub label: Option<String>,
+    /// The token signed in with; `None` for a person signed in through OpenID Connect.
+    pub token_id: Option<i64>,
     /// The token every state-changing form of this session must carry.
     pub csrf: String,
 }
 
+impl Session {
+    /// This session's person as the actor of a decision through `via`.
+    pub fn actor(&self, via: &str) -> Actor {
+        Actor::new(self.principal.to_string(), self.role.as_str(), via)
+            .with_label(self.label.as_deref())
+    }
+}
+
+/// A person signed in through OpenID Connect, as their console session records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    /// Their principal (`oidc:ISSUER#SUBJECT`).
+    pub principal: Principal,
+    /// Their e-mail, when the provider gave one.
+    pub email: Option<String>,
+    /// The tenant their groups map to.
+    pub tenant_id: String,
+    /// The role their groups map to.
+    pub role: Role,
+}
+
 #[derive(FromRow)]
 struct SessionRow {
-    id: i64,
+    token_id: Option<i64>,
+    holder: Option<String>,
+    principal: Option<String>,
     tenant_id: String,
     role: Role,
-    expires_at: Option<DateTime<Utc>>,
     label: Option<String>,
     csrf: String,
 }
@@ -57,13 +89,40 @@ pub async fn create_session(
     caller: &Caller,
     lifetime: Duration,
 ) -> Result<(String, String), sqlx::Error> {
+    insert_session(db, Some(caller.id), None, lifetime).await
+}
+
+/// Opens a session for `person`, signed in through OpenID Connect (their ID token checked and
+/// their groups mapped by the caller of this function), lasting `lifetime`; returns the
+/// session's id (for the cookie; never stored) and its CSRF token.
+///
+/// # Errors
+/// The database's error, or the OS random source failing.
+pub async fn create_person_session(
+    db: impl PgExecutor<'_>,
+    person: &SignedIn,
+    lifetime: Duration,
+) -> Result<(String, String), sqlx::Error> {
+    insert_session(db, None, Some(person), lifetime).await
+}
+
+async fn insert_session(
+    db: impl PgExecutor<'_>,
+    token_id: Option<i64>,
+    person: Option<&SignedIn>,
+    lifetime: Duration,
+) -> Result<(String, String), sqlx::Error> {
     let id = random_hex()?;
     let csrf = random_hex()?;
     sqlx::query(sql::SESSION_CREATE)
         .bind(id_hash(&id))
-        .bind(caller.id)
+        .bind(token_id)
         .bind(&csrf)
         .bind(lifetime.as_secs_f64())
+        .bind(person.map(|p| p.principal.to_string()))
+        .bind(person.and_then(|p| p.email.as_deref()))
+        .bind(person.map(|p| p.tenant_id.as_str()))
+        .bind(person.map(|p| p.role))
         .execute(db)
         .await?;
     Ok((id, csrf))
@@ -82,14 +141,24 @@ pub async fn session(
         .bind(id_hash(session_id))
         .fetch_optional(db)
         .await?;
-    Ok(row.map(|r| Session {
-        caller: Caller {
-            id: r.id,
-            tenant_id: r.tenant_id,
-            role: r.role,
-            expires_at: r.expires_at,
-            label: r.label,
-        },
+    let Some(r) = row else { return Ok(None) };
+    let principal = match (r.token_id, r.holder, r.principal) {
+        (Some(_), Some(holder), _) => Principal::User(holder),
+        (Some(id), None, _) => Principal::Token(id),
+        (None, _, Some(text)) => Principal::parse("console_sessions.principal", &text)
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        (None, _, None) => {
+            return Err(sqlx::Error::Protocol(
+                "a console session names neither a token nor a principal".into(),
+            ));
+        }
+    };
+    Ok(Some(Session {
+        principal,
+        tenant_id: r.tenant_id,
+        role: r.role,
+        label: r.label,
+        token_id: r.token_id,
         csrf: r.csrf,
     }))
 }
@@ -115,30 +184,80 @@ pub const LOGIN_FORM_LIFETIME: Duration = Duration::from_secs(600);
 /// # Errors
 /// The database's error, or the OS random source failing.
 pub async fn create_login(db: impl PgExecutor<'_>) -> Result<(String, String), sqlx::Error> {
+    insert_login(db, None).await
+}
+
+/// What an OpenID Connect sign-in keeps on the server while the person is at their provider:
+/// the `nonce` its ID token must carry and the PKCE verifier of its code.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct SignInSecrets {
+    /// The nonce sent to the provider.
+    pub nonce: String,
+    /// The PKCE code verifier.
+    pub pkce_verifier: String,
+}
+
+/// Opens a sign-in through OpenID Connect: a login form whose CSRF token is the `state` sent to
+/// the provider, kept with `secrets`. Returns its id (for the cookie) and the state.
+///
+/// # Errors
+/// The database's error, or the OS random source failing.
+pub async fn create_sign_in(
+    db: impl PgExecutor<'_>,
+    secrets: &SignInSecrets,
+) -> Result<(String, String), sqlx::Error> {
+    insert_login(db, Some(secrets)).await
+}
+
+async fn insert_login(
+    db: impl PgExecutor<'_>,
+    secrets: Option<&SignInSecrets>,
+) -> Result<(String, String), sqlx::Error> {
     let id = random_hex()?;
     let csrf = random_hex()?;
     sqlx::query(sql::LOGIN_CREATE)
         .bind(id_hash(&id))
         .bind(&csrf)
         .bind(LOGIN_FORM_LIFETIME.as_secs_f64())
+        .bind(secrets.map(|s| s.nonce.as_str()))
+        .bind(secrets.map(|s| s.pkce_verifier.as_str()))
         .execute(db)
         .await?;
     Ok((id, csrf))
 }
 
-/// Takes the login form under `login_id` for its login — once, while it lasts — and returns its
-/// CSRF token; `None` when the server never served it, it was used, or it expired.
+/// A login form taken: its CSRF token (a sign-in's `state`) and, for a sign-in through OpenID
+/// Connect, its secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenLogin {
+    /// The CSRF token.
+    pub csrf: String,
+    /// The sign-in's nonce and verifier; `None` for a token login form.
+    pub sign_in: Option<SignInSecrets>,
+}
+
+/// Takes the login form under `login_id` for its login — once, while it lasts — and returns
+/// what it kept; `None` when the server never served it, it was used, or it expired.
 ///
 /// # Errors
 /// The database's error.
 pub async fn take_login(
     db: impl PgExecutor<'_>,
     login_id: &str,
-) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar(sql::LOGIN_TAKE)
+) -> Result<Option<TakenLogin>, sqlx::Error> {
+    let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(sql::LOGIN_TAKE)
         .bind(id_hash(login_id))
         .fetch_optional(db)
-        .await
+        .await?;
+    Ok(row.map(|(csrf, nonce, verifier)| TakenLogin {
+        csrf,
+        sign_in: nonce
+            .zip(verifier)
+            .map(|(nonce, pkce_verifier)| SignInSecrets {
+                nonce,
+                pkce_verifier,
+            }),
+    }))
 }
 
 /// Records that worker `worker` is alive (and whether it claims deliveries); returns how many

@@ -55,6 +55,10 @@ pub struct Intent {
     pub updated_at: DateTime<Utc>,
     /// When it reached a terminal status.
     pub completed_at: Option<DateTime<Utc>>,
+    /// Who submitted it (`oncebox_core::Principal`'s text form): an API or MCP token's
+    /// principal, the writer's configured one, or the database role (`db:ROLE`). `None` for
+    /// intents written before submitters were recorded on every way in.
+    pub submitted_by: Option<String>,
 }
 
 impl Intent {

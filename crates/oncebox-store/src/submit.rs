@@ -33,6 +33,7 @@ struct Inserted {
     created_at: DateTime<Utc>,
     status: Status,
     key_form: oncebox_core::KeyForm,
+    submitted_by: Option<String>,
 }
 
 impl Inserted {
@@ -65,6 +66,7 @@ impl Inserted {
             created_at: self.created_at,
             updated_at: self.created_at,
             completed_at: None,
+            submitted_by: self.submitted_by,
         }
     }
 }
@@ -77,6 +79,7 @@ impl Inserted {
 pub struct Intake {
     rules: Rules,
     notify: bool,
+    principal: Option<String>,
 }
 
 impl Intake {
@@ -105,7 +108,24 @@ impl Intake {
         Intake {
             rules,
             notify: true,
+            principal: None,
         }
+    }
+
+    /// Records `principal` (`oncebox_core::Principal`, usually [`Principal::named`]) as the
+    /// submitter of every intent this intake writes, unless a submit names another
+    /// ([`Intake::submit_as`]). Without one, an intent's submitter is the database role the
+    /// submit ran under (`db:ROLE`). The submitter may not approve the intent.
+    ///
+    /// [`Principal::named`]: oncebox_core::Principal::named
+    pub fn with_principal(mut self, principal: &oncebox_core::Principal) -> Self {
+        self.principal = Some(principal.to_string());
+        self
+    }
+
+    /// The principal this intake records as submitter, if it names one.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
     }
 
     /// What an intent of `action` with `arguments` is recorded as ([`Rules::recorded`]): what
@@ -163,6 +183,21 @@ impl Intake {
         self.submit_on(tx, intent, None).await
     }
 
+    /// As [`Intake::submit`], recording `submitter` as the principal who submits it (instead of
+    /// the intake's own, [`Intake::with_principal`]): that principal may not approve it.
+    ///
+    /// # Errors
+    /// As [`Intake::submit`].
+    pub async fn submit_as(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        intent: NewIntent,
+        submitter: &oncebox_core::Principal,
+    ) -> Result<Submitted, SubmitError> {
+        self.submit_on(tx, intent, Some(&submitter.to_string()))
+            .await
+    }
+
     /// Records `intent` on its own: one statement, committed by itself (autocommit). For
     /// callers with nothing of their own to write in the same transaction — the HTTP API — it
     /// saves the `BEGIN` and `COMMIT` round trips; everything else is as [`Intake::submit`].
@@ -179,8 +214,8 @@ impl Intake {
     }
 
     /// As [`Intake::submit_alone`], for a caller that knows who submits: `submitter` (an API
-    /// token, `token <id>`, as [`crate::ops::Actor::who`] names it) is kept with the intent and
-    /// may not approve it ([`crate::approvals::approve`]).
+    /// token's principal, as [`crate::tokens::Caller::principal`] names it) is kept with the
+    /// intent and may not approve it ([`crate::approvals::approve`]).
     ///
     /// # Errors
     /// As [`Intake::submit_alone`].
@@ -217,7 +252,7 @@ impl Intake {
             redacted,
             deadline,
             approval,
-            submitted_by,
+            submitted_by: submitted_by.or(self.principal.as_deref()),
         };
         let inserted = self.insert(conn, &intent, &written).await?;
         if let Some(row) = inserted {
@@ -335,6 +370,7 @@ struct Written<'a> {
     deadline: Option<DateTime<Utc>>,
     /// What the action's approval policy asks of it.
     approval: Option<ApprovalNeeded>,
-    /// Who submits it, where known: that identity may not approve it.
+    /// The principal who submits it; `None`: the database role (`db:ROLE`). That principal may
+    /// not approve it.
     submitted_by: Option<&'a str>,
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use oncebox_core::Principal;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{FromRow, PgExecutor};
@@ -56,12 +57,24 @@ pub struct Caller {
     pub expires_at: Option<DateTime<Utc>>,
     /// The token's label, naming it for people (the audit log shows it beside the id).
     pub label: Option<String>,
+    /// Whom the token was issued to, if it names them: every token of one holder is one
+    /// principal.
+    pub holder: Option<String>,
 }
 
 impl Caller {
-    /// This caller as the actor of a decision through `via`: `token <id>`, with its label.
+    /// Who this caller is: `user:HOLDER` when the token names its holder, else `token:ID`.
+    pub fn principal(&self) -> Principal {
+        match &self.holder {
+            Some(holder) => Principal::User(holder.clone()),
+            None => Principal::Token(self.id),
+        }
+    }
+
+    /// This caller as the actor of a decision through `via`: its principal, with the token's
+    /// label.
     pub fn actor(&self, via: &str) -> crate::ops::Actor {
-        crate::ops::Actor::new(format!("token {}", self.id), self.role.as_str(), via)
+        crate::ops::Actor::new(self.principal().to_string(), self.role.as_str(), via)
             .with_label(self.label.as_deref())
     }
 }
@@ -77,6 +90,8 @@ pub struct TokenInfo {
     pub role: Role,
     /// Its label, if one was given.
     pub label: Option<String>,
+    /// Whom it was issued to, if it names them.
+    pub holder: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it stops working, if ever.
@@ -107,28 +122,54 @@ fn digest_hex(token: &str) -> String {
     hex::encode(digest(token))
 }
 
-/// Creates a token for `tenant` with `role`, an optional `label`, living for `lifetime` (or
-/// until revoked); returns its id and the token, which is never stored.
+/// What a new token is.
+#[derive(Debug, Clone, Copy)]
+pub struct NewToken<'a> {
+    /// The tenant it is scoped to.
+    pub tenant: &'a str,
+    /// What it may do.
+    pub role: Role,
+    /// A name for people, if any.
+    pub label: Option<&'a str>,
+    /// Whom it is issued to (checked with [`oncebox_core::principal::check_name`] by the
+    /// caller), if it names them: its principal is then `user:HOLDER`, else `token:ID`.
+    pub holder: Option<&'a str>,
+    /// How long it lives; `None`: until revoked.
+    pub lifetime: Option<Duration>,
+}
+
+impl<'a> NewToken<'a> {
+    /// A token of `tenant` with `role`, without label, holder or expiry.
+    pub fn new(tenant: &'a str, role: Role) -> NewToken<'a> {
+        NewToken {
+            tenant,
+            role,
+            label: None,
+            holder: None,
+            lifetime: None,
+        }
+    }
+}
+
+/// Creates the token `new` describes; returns its id and the token, which is never stored.
 ///
 /// # Errors
 /// The database's error, or the OS random source failing.
 pub async fn create_token(
     db: impl PgExecutor<'_>,
-    tenant: &str,
-    role: Role,
-    label: Option<&str>,
-    lifetime: Option<Duration>,
+    new: NewToken<'_>,
 ) -> Result<(i64, String), sqlx::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| sqlx::Error::Protocol(format!("no randomness for a token: {e}")))?;
     let token = format!("obx_{}", hex::encode(bytes));
     let id = sqlx::query_scalar(crate::sql::TOKEN_CREATE)
-        .bind(tenant)
-        .bind(role)
+        .bind(new.tenant)
+        .bind(new.role)
         .bind(digest_hex(&token))
-        .bind(label)
-        .bind(lifetime.map(|d| d.as_secs_f64()))
+        .bind(new.label)
+        .bind(new.lifetime.map(|d| d.as_secs_f64()))
+        .bind(new.holder)
         .fetch_one(db)
         .await?;
     Ok((id, token))

@@ -49,6 +49,9 @@ pub struct IntentView<'a> {
     updated_at: DateTime<Utc>,
     /// When it became terminal.
     completed_at: Option<DateTime<Utc>>,
+    /// Who submitted it: a principal (`user:NAME`, `oidc:ISSUER#SUBJECT`, `token:ID` or
+    /// `db:ROLE`); null for intents written before submitters were recorded.
+    submitted_by: Option<&'a str>,
 }
 
 impl<'a> From<&'a Intent> for IntentView<'a> {
@@ -71,6 +74,7 @@ impl<'a> From<&'a Intent> for IntentView<'a> {
             created_at: i.created_at,
             updated_at: i.updated_at,
             completed_at: i.completed_at,
+            submitted_by: i.submitted_by.as_deref(),
         }
     }
 }

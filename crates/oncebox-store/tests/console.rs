@@ -8,7 +8,7 @@ use std::time::Duration;
 use oncebox_core::{NewIntent, Status};
 use oncebox_store::Intake;
 use oncebox_store::console::{self, AttentionFilter, NEEDS_A_PERSON};
-use oncebox_store::tokens::{Role, create_token, revoke};
+use oncebox_store::tokens::{NewToken, Role, create_token, revoke};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -178,7 +178,7 @@ async fn needs_a_person_pages_without_repeats_in_both_orders_and_in_its_tenant(p
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn sessions_end_with_logout_or_their_token_and_workers_are_listed(pool: PgPool) {
-    let (token_id, _) = create_token(&pool, "t", Role::Ops, None, None)
+    let (token_id, _) = create_token(&pool, NewToken::new("t", Role::Ops))
         .await
         .expect("token");
     let caller = oncebox_store::tokens::Caller {
@@ -187,12 +187,18 @@ async fn sessions_end_with_logout_or_their_token_and_workers_are_listed(pool: Pg
         role: Role::Ops,
         expires_at: None,
         label: None,
+        holder: None,
     };
     let (id, csrf) = console::create_session(&pool, &caller, Duration::from_secs(60))
         .await
         .expect("session");
     let found = console::session(&pool, &id).await.expect("find");
-    assert_eq!(found.as_ref().map(|s| &s.caller), Some(&caller));
+    assert_eq!(
+        found
+            .as_ref()
+            .map(|s| (&s.principal, &s.tenant_id, s.token_id)),
+        Some((&caller.principal(), &caller.tenant_id, Some(token_id)))
+    );
     assert_eq!(found.map(|s| s.csrf), Some(csrf));
     assert!(
         console::session(&pool, "not-a-session")

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use oncebox_store::tokens::{self, Revoke, Role};
+use oncebox_store::tokens::{self, NewToken, Revoke, Role};
 use sqlx::PgPool;
 
 /// The row's `xmin`: it changes exactly when the row is written.
@@ -17,9 +17,15 @@ async fn version(pool: &PgPool, id: i64) -> String {
 
 #[sqlx::test(migrations = "../../migrations")]
 async fn last_use_is_recorded_at_most_once_a_minute(pool: PgPool) {
-    let (id, token) = tokens::create_token(&pool, "t", Role::Agent, Some("ci"), None)
-        .await
-        .expect("create");
+    let (id, token) = tokens::create_token(
+        &pool,
+        NewToken {
+            label: Some("ci"),
+            ..NewToken::new("t", Role::Agent)
+        },
+    )
+    .await
+    .expect("create");
     let never = tokens::list(&pool, None, false).await.expect("list");
     assert_eq!(never[0].last_used_at, None);
     let who = tokens::authenticate(&pool, &token)
@@ -59,9 +65,16 @@ async fn tokens_expire_and_are_revoked_by_token_id_or_label(pool: PgPool) {
     let create = |label: &'static str, lifetime: Option<Duration>| {
         let pool = pool.clone();
         async move {
-            tokens::create_token(&pool, "t", Role::Ops, Some(label), lifetime)
-                .await
-                .expect("create")
+            tokens::create_token(
+                &pool,
+                NewToken {
+                    label: Some(label),
+                    lifetime,
+                    ..NewToken::new("t", Role::Ops)
+                },
+            )
+            .await
+            .expect("create")
         }
     };
     let (short_id, short) = create("short", Some(Duration::from_secs(3600))).await;

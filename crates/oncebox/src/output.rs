@@ -56,6 +56,7 @@ fn print_intent(i: &Intent) {
                 .as_ref()
                 .map_or("-".into(), |e| serde_json::json!(e).to_string()),
         ),
+        ("submitted by", opt(&i.submitted_by)),
         ("business ref", opt(&i.business_ref)),
         ("ordering key", opt(&i.ordering_key)),
         (

@@ -68,6 +68,15 @@ pub fn delivery_key(tenant: String, key: String) -> String {
     oncebox_core::delivery_key(&tenant, &key)
 }
 
+/// The principal a writer names itself (`user:NAME`), as the journal records it; a name that
+/// cannot be one is refused as an `InvalidIntent` naming `principal`.
+#[napi]
+pub fn principal(name: String) -> Result<String> {
+    oncebox_core::Principal::named("principal", &name)
+        .map(|p| p.to_string())
+        .map_err(|e| refusal("InvalidIntent", e.field, e.reason))
+}
+
 /// Hex SHA-256 of `session:step:tool:` and the JCS form of the arguments (JSON text): the key of
 /// an agent's tool call at one step of a run. `step` is a whole number from 0 to 2^53.
 #[napi]

@@ -78,7 +78,10 @@ pub(crate) enum Nav {
 /// Who is logged in, as the frame shows it, and the CSRF token of the logout form.
 pub(crate) struct Frame<'a> {
     pub(crate) tenant: &'a str,
-    pub(crate) token_id: i64,
+    /// The principal, as recorded in the audit log.
+    pub(crate) principal: String,
+    /// How people know them: a token's label or a person's e-mail, if any.
+    pub(crate) label: Option<&'a str>,
     pub(crate) csrf: &'a str,
 }
 
@@ -118,7 +121,10 @@ pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: Marku
                             button type="submit" { "Search" }
                         }
                         div.who {
-                            "tenant " b { (f.tenant) } " · ops token " (f.token_id)
+                            "tenant " b { (f.tenant) } " · "
+                            span.principal title=(f.principal) {
+                                (f.label.unwrap_or(&f.principal))
+                            }
                             form method="post" action="/console/logout" {
                                 input type="hidden" name="csrf" value=(f.csrf);
                                 button.link type="submit" { "Log out" }

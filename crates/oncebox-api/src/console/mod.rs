@@ -201,19 +201,22 @@ pub(crate) async fn session(state: &AppState, headers: &HeaderMap) -> Result<Ses
     let found = oncebox_store::console::session(&state.pool, id)
         .await
         .map_err(internal)?;
-    let Some(session) = found.filter(|s| s.caller.role == Role::Ops) else {
+    let Some(session) = found.filter(|s| s.role == Role::Ops) else {
         return Err(Redirect::to("/console/login?expired=1").into_response());
     };
-    let who = &session.caller;
-    if state
-        .limiter
-        .check(who.id, &who.tenant_id, Instant::now())
-        .is_err()
-    {
+    let now = Instant::now();
+    let within = match session.token_id {
+        Some(id) => state.limiter.check(id, &session.tenant_id, now),
+        None => {
+            let who = session.principal.to_string();
+            state.limiter.check_person(&who, &session.tenant_id, now)
+        }
+    };
+    if within.is_err() {
         return Err(error_page(
             StatusCode::TOO_MANY_REQUESTS,
             "Too many requests",
-            "This token is over its request rate; wait a moment and reload.",
+            "You are over your request rate; wait a moment and reload.",
         ));
     }
     Ok(session)
@@ -374,7 +377,7 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
         Err(page) => return *page,
     };
     match form.get("csrf") {
-        Some(token) if same(token, &csrf) => {}
+        Some(token) if same(token, &csrf.csrf) => {}
         _ => return csrf_refused(),
     }
     let token = form.get("token").map(|t| t.trim()).unwrap_or_default();

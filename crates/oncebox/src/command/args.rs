@@ -21,6 +21,34 @@ pub(crate) struct DbArgs {
     pub(crate) database_url: String,
 }
 
+/// Who writes the intents a command submits.
+#[derive(Debug, Args)]
+pub(crate) struct PrincipalArgs {
+    /// The principal recorded as the submitter (`user:NAME`): a person or service name, 1–255
+    /// bytes. It may not approve what it submits. Default: the database role the command
+    /// connects as, recorded as `db:ROLE`.
+    #[arg(long, env = "ONCEBOX_PRINCIPAL", value_name = "NAME")]
+    pub(crate) principal: Option<String>,
+}
+
+impl PrincipalArgs {
+    /// `intake`, recording the configured principal as the submitter when one is given.
+    ///
+    /// # Errors
+    /// A usage error naming `principal` when the name cannot be one.
+    pub(crate) fn apply(
+        &self,
+        intake: oncebox_store::Intake,
+    ) -> Result<oncebox_store::Intake, crate::exit::CliError> {
+        let Some(name) = &self.principal else {
+            return Ok(intake);
+        };
+        let principal = oncebox_core::Principal::named("principal", name)
+            .map_err(|e| crate::exit::CliError::usage("principal", e.to_string()))?;
+        Ok(intake.with_principal(&principal))
+    }
+}
+
 /// The configuration file.
 #[derive(Debug, Args)]
 pub(crate) struct ConfigArgs {

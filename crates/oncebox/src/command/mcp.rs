@@ -2,7 +2,7 @@
 
 use clap::Args as ClapArgs;
 
-use super::args::{ConfigArgs, DbArgs, SchemaGuard, ToolWaitArgs};
+use super::args::{ConfigArgs, DbArgs, PrincipalArgs, SchemaGuard, ToolWaitArgs};
 use super::{connect, intake, wait_for_signal};
 use crate::exit::{CliError, CliResult};
 
@@ -15,6 +15,8 @@ pub(crate) struct Args {
     pub(crate) db: DbArgs,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
+    #[command(flatten)]
+    pub(crate) principal: PrincipalArgs,
     /// The tenant whose intents the calls are.
     #[arg(long, env = "ONCEBOX_TENANT")]
     pub(crate) tenant: String,
@@ -31,7 +33,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
     oncebox_core::key::validate_token(&args.tenant, oncebox_core::intent::MAX_TENANT_LEN)
         .map_err(|e| CliError::usage("tenant", e.to_string()))?;
     let config = args.config.load()?;
-    let intake = intake(&config)?;
+    let intake = args.principal.apply(intake(&config)?)?;
     let pool = connect(&args.db, 4).await?;
     args.schema.check(&pool).await?;
     let settled = oncebox_store::listen_for_settled(&pool).await?;

@@ -4,7 +4,7 @@ use chrono::DateTime;
 use clap::Args as ClapArgs;
 use oncebox_core::NewIntent;
 
-use super::args::{ConfigArgs, DbArgs};
+use super::args::{ConfigArgs, DbArgs, PrincipalArgs};
 use super::{connect, intake, read_arguments};
 use crate::exit::{CliError, CliResult};
 use crate::output;
@@ -17,6 +17,8 @@ pub(crate) struct Args {
     pub(crate) db: DbArgs,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
+    #[command(flatten)]
+    pub(crate) principal: PrincipalArgs,
     /// The tenant that owns the intent.
     #[arg(long)]
     pub(crate) tenant: String,
@@ -63,7 +65,7 @@ pub(crate) async fn run(args: Args, json: bool) -> CliResult {
                 })
         })
         .transpose()?;
-    let intake = intake(&config)?;
+    let intake = args.principal.apply(intake(&config)?)?;
     let intent = NewIntent {
         tenant_id: args.tenant,
         idempotency_key: args.key,

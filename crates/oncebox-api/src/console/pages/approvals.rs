@@ -20,13 +20,7 @@ pub(crate) async fn approvals(State(state): State<Arc<AppState>>, headers: Heade
         Ok(s) => s,
         Err(answer) => return answer,
     };
-    let rows = match oncebox_store::approvals::awaiting(
-        &state.pool,
-        &s.caller.tenant_id,
-        None,
-        PAGE,
-    )
-    .await
+    let rows = match oncebox_store::approvals::awaiting(&state.pool, &s.tenant_id, None, PAGE).await
     {
         Ok(rows) => rows,
         Err(e) => return internal(e),

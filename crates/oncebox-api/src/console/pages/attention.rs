@@ -57,7 +57,7 @@ pub(crate) async fn attention(
         Ok(s) => s,
         Err(answer) => return answer,
     };
-    let (filter, problems) = attention_filter(&state, &s.caller.tenant_id, &q);
+    let (filter, problems) = attention_filter(&state, &s.tenant_id, &q);
     let mut rows = match oncebox_store::console::attention(&state.pool, &filter).await {
         Ok(rows) => rows,
         Err(e) => return internal(e),

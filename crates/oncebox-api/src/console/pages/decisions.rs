@@ -42,7 +42,7 @@ async fn decide(
         let why = "reason: say why (what you checked at the receiver); every decision needs one.";
         return intent_page(state, &s, key, StatusCode::BAD_REQUEST, None, Some(why)).await;
     }
-    let tenant = s.caller.tenant_id.clone();
+    let tenant = s.tenant_id.clone();
     let found = match oncebox_core::validate_key(key) {
         Err(_) => None,
         Ok(()) => match oncebox_store::intent_by_key(&state.pool, &tenant, key).await {
@@ -53,7 +53,7 @@ async fn decide(
     let Some(intent) = found else {
         return intent_page(state, &s, key, StatusCode::NOT_FOUND, None, None).await;
     };
-    let actor = s.caller.actor("console");
+    let actor = s.actor("console");
     let mut tx = match state.pool.begin().await {
         Ok(tx) => tx,
         Err(e) => return internal(e),
@@ -63,7 +63,7 @@ async fn decide(
             if let Err(e) = tx.commit().await {
                 return internal(e);
             }
-            tracing::info!(token = s.caller.id, tenant = %tenant, key, decision = what, "console decision");
+            tracing::info!(principal = %s.principal, tenant = %tenant, key, decision = what, "console decision");
             Redirect::to(&format!("{}?done={what}", intent_href(key))).into_response()
         }
         Err(Decision::Invalid(why)) => {

@@ -49,7 +49,7 @@ pub(super) async fn intent_page(
     note: Option<&str>,
     error: Option<&str>,
 ) -> Response {
-    let tenant = &s.caller.tenant_id;
+    let tenant = &s.tenant_id;
     // A key that could never have been accepted names no intent (and never reaches SQL).
     let found = match oncebox_core::validate_key(key) {
         Err(_) => None,
@@ -153,6 +153,7 @@ fn facts(state: &AppState, i: &Intent) -> Markup {
                 dt { "attempts" } dd { (i.attempt_count) }
                 dt { "external reference" } dd { (opt(&i.external_reference)) }
                 dt { "last error" } dd { (last_error) }
+                dt { "submitted by" } dd { code { (opt(&i.submitted_by)) } }
                 dt { "business reference" } dd { (opt(&i.business_ref)) }
                 dt { "ordering key" } dd { (opt(&i.ordering_key)) }
                 dt { "run / step" } dd { (opt(&i.run_id)) " / " (opt(&i.step)) }

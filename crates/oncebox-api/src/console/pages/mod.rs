@@ -31,8 +31,9 @@ const PAGE: i64 = 50;
 
 fn frame(s: &Session) -> Frame<'_> {
     Frame {
-        tenant: &s.caller.tenant_id,
-        token_id: s.caller.id,
+        tenant: &s.tenant_id,
+        principal: s.principal.to_string(),
+        label: s.label.as_deref(),
         csrf: &s.csrf,
     }
 }

@@ -23,7 +23,7 @@ pub(crate) async fn overview(State(state): State<Arc<AppState>>, headers: Header
         Ok(s) => s,
         Err(answer) => return answer,
     };
-    let tenant = &s.caller.tenant_id;
+    let tenant = &s.tenant_id;
     let pool = &state.pool;
     let (counts, completed, ready, workers) = match tokio::try_join!(
         oncebox_store::console::counts(pool, tenant),

@@ -37,8 +37,7 @@ pub(crate) async fn search(
         };
         return respond_with(StatusCode::BAD_REQUEST, &s, "Search", Nav::Search, body);
     }
-    let found = match oncebox_store::console::search(&state.pool, &s.caller.tenant_id, query).await
-    {
+    let found = match oncebox_store::console::search(&state.pool, &s.tenant_id, query).await {
         Ok(found) => found,
         Err(e) => return internal(e),
     };
@@ -48,7 +47,7 @@ pub(crate) async fn search(
     let body = html! {
         @if found.is_empty() {
             p.empty {
-                "No intent of tenant " (s.caller.tenant_id)
+                "No intent of tenant " (s.tenant_id)
                 " has the key or business reference " code { (query) } "."
             }
         } @else {

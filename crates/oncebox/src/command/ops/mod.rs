@@ -31,11 +31,14 @@ pub(crate) enum Command {
     List(list::Args),
     /// Show one intent and its whole history (the retry report).
     Show(show::Args),
-    /// Approve an intent awaiting approval (its action's approval policy). Each person counts
-    /// once, and whoever submitted it may not approve it; the last approval it needs sends it to
-    /// pending, and a worker delivers it. Refused once its approval window closed (exit 3).
+    /// Approve an intent awaiting approval (its action's approval policy), through the ops API
+    /// (--api) with your own ops token (ONCEBOX_TOKEN): the audit log records the token's
+    /// holder. Each principal counts once, and whoever submitted it may not approve it; the
+    /// last approval it needs sends it to pending, and a worker delivers it. Refused once its
+    /// approval window closed (exit 3).
     Approve(approval::ApproveArgs),
-    /// Reject an intent awaiting approval, with --reason: it ends rejected and is never sent.
+    /// Reject an intent awaiting approval, with --reason, through the ops API with your own ops
+    /// token (as approve): it ends rejected and is never sent.
     Reject(approval::RejectArgs),
     /// Send a failed or needs_review intent back to pending with the same key. Refuses
     /// succeeded intents (a retry could repeat their effect).
@@ -121,7 +124,8 @@ pub(crate) struct Target {
 pub(crate) struct ChangeArgs {
     #[command(flatten)]
     pub(crate) target: Target,
-    /// Who acts (recorded in the history); default $USER.
+    /// A name for people beside the database role the decision is recorded under (the audit
+    /// log's principal is `db:ROLE`: the role this command connects as); default $USER.
     #[arg(long, env = "USER", default_value = "ops")]
     pub(crate) actor: String,
 }
@@ -136,8 +140,10 @@ async fn change(
     let t = &c.target;
     let pool = connect(&t.db, 1).await?;
     let target = ops::find(&pool, &t.key, t.tenant.as_deref()).await?;
+    let role = pool.connect_options().get_username().to_owned();
+    let actor = ops::Actor::new(format!("db:{role}"), "ops", "cli").with_label(Some(&c.actor));
     let mut tx = pool.begin().await?;
-    let intent = f(&mut tx, target.id, &ops::Actor::new(&c.actor, "ops", "cli")).await?;
+    let intent = f(&mut tx, target.id, &actor).await?;
     tx.commit().await?;
     output::intent(&intent, json_out);
     Ok(())

@@ -2,6 +2,7 @@
 
 use clap::{Args as ClapArgs, Subcommand};
 use oncebox_core::duration::NonZeroDuration;
+use oncebox_core::principal::check_name;
 use oncebox_store::tokens::{self, Role};
 use serde_json::json;
 
@@ -18,7 +19,7 @@ pub(crate) enum Command {
     /// the database refuses them at once; an API process that accepted one in the last 5 s may
     /// go on accepting it for up to 5 s more (its cache). Exit 4 if no live token matches.
     Revoke(RevokeArgs),
-    /// List tokens, newest first: id, tenant, role, label, created, expires, last used (to
+    /// List tokens, newest first: id, tenant, role, label, holder, created, expires, last used (to
     /// within a minute), revoked. Never the secret.
     List(ListArgs),
 }
@@ -46,6 +47,11 @@ pub(crate) struct CreateArgs {
     /// A note to recognise the token by (and to revoke it by: `token revoke --label`).
     #[arg(long)]
     pub(crate) label: Option<String>,
+    /// Whom the token is issued to (alice@example.com, billing-agent): the principal the audit
+    /// log records for what it does, and one principal however many tokens they hold.
+    /// Required for --role ops; an agent token without one is a principal of its own.
+    #[arg(long)]
+    pub(crate) holder: Option<String>,
     /// The token stops working after this long (e.g. 90d); default: until revoked.
     #[arg(long)]
     pub(crate) expires_in: Option<NonZeroDuration>,
@@ -84,15 +90,34 @@ async fn create(a: CreateArgs, json_out: bool) -> CliResult {
     oncebox_core::key::validate_token(&a.tenant, oncebox_core::intent::MAX_TENANT_LEN)
         .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
     let role: Role = a.role.parse().map_err(|e| CliError::usage("role", e))?;
+    let holder = match a.holder.as_deref() {
+        Some(h) => {
+            Some(check_name("holder", h).map_err(|e| CliError::usage("holder", e.to_string()))?)
+        }
+        None if role == Role::Ops => {
+            return Err(CliError::usage(
+                "holder",
+                "holder: an ops token names the person it is issued to \
+                 (--holder alice@example.com): their decisions are recorded under that name",
+            ));
+        }
+        None => None,
+    };
     let pool = connect(&a.db, 1).await?;
     let lifetime = a.expires_in.map(NonZeroDuration::get);
-    let (id, token) =
-        tokens::create_token(&pool, &a.tenant, role, a.label.as_deref(), lifetime).await?;
+    let new = tokens::NewToken {
+        label: a.label.as_deref(),
+        holder,
+        lifetime,
+        ..tokens::NewToken::new(&a.tenant, role)
+    };
+    let (id, token) = tokens::create_token(&pool, new).await?;
     if json_out {
         println!(
             "{}",
             json!({"token": token, "id": id, "tenant": a.tenant, "role": role,
-                   "label": a.label, "expires_in_seconds": lifetime.map(|d| d.as_secs())})
+                   "label": a.label, "holder": holder,
+                   "expires_in_seconds": lifetime.map(|d| d.as_secs())})
         );
     } else {
         println!("{token}");
@@ -147,16 +172,17 @@ async fn list(a: ListArgs, json_out: bool) -> CliResult {
         t.map_or("-".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string())
     };
     println!(
-        "{:>6}  {:<12}  {:<5}  {:<16}  {:<16}  {:<16}  {:<16}  {:<16}",
-        "id", "tenant", "role", "label", "created", "expires", "last used", "revoked"
+        "{:>6}  {:<12}  {:<5}  {:<16}  {:<20}  {:<16}  {:<16}  {:<16}  {:<16}",
+        "id", "tenant", "role", "label", "holder", "created", "expires", "last used", "revoked"
     );
     for t in &list {
         println!(
-            "{:>6}  {:<12}  {:<5}  {:<16}  {:<16}  {:<16}  {:<16}  {:<16}",
+            "{:>6}  {:<12}  {:<5}  {:<16}  {:<20}  {:<16}  {:<16}  {:<16}  {:<16}",
             t.id,
             t.tenant_id,
             t.role.as_str(),
             t.label.as_deref().unwrap_or("-"),
+            t.holder.as_deref().unwrap_or("-"),
             when(Some(t.created_at)),
             when(t.expires_at),
             when(t.last_used_at),
