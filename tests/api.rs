@@ -2179,8 +2179,14 @@ fn csrf_in(page: &str) -> String {
 
 impl<'a> ConsoleClient<'a> {
     fn new(api: &'a Api) -> ConsoleClient<'a> {
+        ConsoleClient::from_address(api, [127, 0, 0, 1])
+    }
+
+    /// A browser whose connections come from loopback address `from` (any 127.x.y.z).
+    fn from_address(api: &'a Api, from: [u8; 4]) -> ConsoleClient<'a> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .local_address(std::net::IpAddr::from(from))
             .build()
             .expect("client");
         ConsoleClient {
@@ -2566,5 +2572,5 @@ mod edges;
 
 #[path = "api/identity.rs"]
 mod identity;
-#[path = "api/principals.rs"]
-mod principals;
+#[path = "api/people.rs"]
+mod people;

@@ -7,6 +7,7 @@
 //! map grows past [`MAX_BUCKETS`].
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -43,15 +44,22 @@ pub struct RateLimits {
     pub per_token: Rate,
     /// Per tenant, all its tokens together.
     pub per_tenant: Rate,
-    /// What anyone may ask for before authenticating (the console's login pages, each of which
-    /// opens a login form in the database), for the whole process.
+    /// What one source (a peer address) may ask for before authenticating: the console's login
+    /// pages, each of which opens a login form in the database, and its logins.
     pub anonymous: Rate,
+    /// What every source together may ask for before authenticating, for the whole process: a
+    /// ceiling on the login forms a flood from many addresses can open.
+    pub anonymous_total: Rate,
+    /// Failed console logins one source may make: once its bucket is empty, that source's
+    /// logins are refused (429) until it refills, and no one else's.
+    pub failed_logins: Rate,
 }
 
 impl Default for RateLimits {
     /// 50 requests/s per token (bursts of 100) and 200/s per tenant (bursts of 400): far above
     /// what an agent's retries need, far below what one process can answer. 5 login pages/s
-    /// (bursts of 50) for everyone together: operators log in a few times a day.
+    /// per source (bursts of 50) and 100/s for all sources together (bursts of 500):
+    /// operators log in a few times a day. 10 failed logins per source, then one every 5 s.
     fn default() -> Self {
         RateLimits {
             per_token: Rate {
@@ -66,6 +74,14 @@ impl Default for RateLimits {
                 per_second: 5.0,
                 burst: 50.0,
             },
+            anonymous_total: Rate {
+                per_second: 100.0,
+                burst: 500.0,
+            },
+            failed_logins: Rate {
+                per_second: 0.2,
+                burst: 10.0,
+            },
         }
     }
 }
@@ -77,7 +93,12 @@ enum Owner {
     /// A person signed in without a token, by principal.
     Person(String),
     Tenant(String),
+    /// Every unauthenticated request together.
     Anonymous,
+    /// The unauthenticated requests of one peer address.
+    Source(IpAddr),
+    /// The failed logins of one peer address.
+    Failures(IpAddr),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -153,7 +174,9 @@ impl Limiter {
                 let rate = match owner {
                     Owner::Token(_) | Owner::Person(_) => limits.per_token,
                     Owner::Tenant(_) => limits.per_tenant,
-                    Owner::Anonymous => limits.anonymous,
+                    Owner::Anonymous => limits.anonymous_total,
+                    Owner::Source(_) => limits.anonymous,
+                    Owner::Failures(_) => limits.failed_logins,
                 };
                 b.refilled(rate, now).tokens < rate.burst.max(1.0)
             });
@@ -184,33 +207,71 @@ impl Limiter {
         Ok(())
     }
 
-    /// Takes one request from the process's anonymous bucket at `now` (what is served before
-    /// authentication).
+    /// Takes one request of `source` at `now` before authentication: from its own bucket and
+    /// from every source's together, or from neither when either is empty.
     ///
     /// # Errors
-    /// How long until one fits, when the bucket is empty.
-    pub fn check_anonymous(&self, now: Instant) -> Result<(), Duration> {
-        let rate = self.limits.anonymous;
+    /// How long until one fits.
+    pub fn check_anonymous(&self, source: IpAddr, now: Instant) -> Result<(), Duration> {
+        let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let own = (Owner::Source(source), self.limits.anonymous);
+        let all = (Owner::Anonymous, self.limits.anonymous_total);
+        let mut taken = Vec::with_capacity(2);
+        for (owner, rate) in [own, all] {
+            if !rate.limited() {
+                continue;
+            }
+            let b = Self::refilled(&map, &owner, rate, now);
+            if b.tokens < 1.0 {
+                return Err(b.wait(rate));
+            }
+            taken.push((owner, b));
+        }
+        for (owner, mut b) in taken {
+            b.tokens -= 1.0;
+            map.insert(owner, b);
+        }
+        Ok(())
+    }
+
+    /// Whether `source` may try a login now: refused while its failed logins have emptied its
+    /// bucket.
+    ///
+    /// # Errors
+    /// How long until it may try again.
+    pub fn check_failures(&self, source: IpAddr, now: Instant) -> Result<(), Duration> {
+        let rate = self.limits.failed_logins;
         if !rate.limited() {
             return Ok(());
         }
+        let map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let b = Self::refilled(&map, &Owner::Failures(source), rate, now);
+        if b.tokens < 1.0 {
+            return Err(b.wait(rate));
+        }
+        Ok(())
+    }
+
+    /// Records a failed login of `source` at `now`.
+    pub fn failed(&self, source: IpAddr, now: Instant) {
+        let rate = self.limits.failed_logins;
+        if !rate.limited() {
+            return;
+        }
         let mut map = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let owner = Owner::Failures(source);
+        let mut b = Self::refilled(&map, &owner, rate, now);
+        b.tokens = (b.tokens - 1.0).max(0.0);
+        map.insert(owner, b);
+    }
+
+    /// `owner`'s bucket at `now` (full when it has none).
+    fn refilled(map: &HashMap<Owner, Bucket>, owner: &Owner, rate: Rate, now: Instant) -> Bucket {
         let full = Bucket {
             tokens: rate.burst.max(1.0),
             at: now,
         };
-        let mut b = map
-            .get(&Owner::Anonymous)
-            .copied()
-            .unwrap_or(full)
-            .refilled(rate, now);
-        if b.tokens < 1.0 {
-            map.insert(Owner::Anonymous, b);
-            return Err(b.wait(rate));
-        }
-        b.tokens -= 1.0;
-        map.insert(Owner::Anonymous, b);
-        Ok(())
+        map.get(owner).copied().unwrap_or(full).refilled(rate, now)
     }
 
     /// Buckets held (for tests).
@@ -232,7 +293,7 @@ mod tests {
         Limiter::new(RateLimits {
             per_token: rate(token),
             per_tenant: rate(tenant),
-            anonymous: Rate::UNLIMITED,
+            ..RateLimits::default()
         })
     }
 
@@ -279,20 +340,61 @@ mod tests {
         assert!(matches!(l.check(3, "a", t0), Err(Refused::Tenant(_))));
     }
 
+    /// One source's flood of login pages empties its own bucket, not another source's; all
+    /// sources together stop at the process's ceiling, and a refusal takes from neither.
     #[test]
-    fn anonymous_requests_share_one_bucket() {
+    fn anonymous_requests_are_limited_per_source_under_a_ceiling() {
         let l = Limiter::new(RateLimits {
             anonymous: Rate {
                 per_second: 1.0,
                 burst: 2.0,
             },
+            anonymous_total: Rate {
+                per_second: 1.0,
+                burst: 4.0,
+            },
             ..RateLimits::default()
         });
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            [10, 0, 0, 1].into(),
+            [10, 0, 0, 2].into(),
+            [10, 0, 0, 3].into(),
+        );
         let t0 = Instant::now();
-        assert_eq!(l.check_anonymous(t0), Ok(()));
-        assert_eq!(l.check_anonymous(t0), Ok(()));
-        assert_eq!(l.check_anonymous(t0), Err(Duration::from_secs(1)));
-        assert_eq!(l.check_anonymous(t0 + Duration::from_secs(1)), Ok(()));
+        assert_eq!(l.check_anonymous(a, t0), Ok(()));
+        assert_eq!(l.check_anonymous(a, t0), Ok(()));
+        for _ in 0..5 {
+            assert_eq!(l.check_anonymous(a, t0), Err(Duration::from_secs(1)));
+        }
+        assert_eq!(l.check_anonymous(b, t0), Ok(()), "another source is served");
+        assert_eq!(l.check_anonymous(b, t0), Ok(()));
+        assert_eq!(
+            l.check_anonymous(c, t0),
+            Err(Duration::from_secs(1)),
+            "the ceiling of all sources together"
+        );
+        assert_eq!(l.check_anonymous(a, t0 + Duration::from_secs(1)), Ok(()));
+    }
+
+    /// Failed logins slow their own source only, and only once its burst is spent.
+    #[test]
+    fn failed_logins_slow_only_their_source() {
+        let l = Limiter::new(RateLimits {
+            failed_logins: Rate {
+                per_second: 0.5,
+                burst: 3.0,
+            },
+            ..RateLimits::default()
+        });
+        let (a, b): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(l.check_failures(a, t0), Ok(()));
+            l.failed(a, t0);
+        }
+        assert_eq!(l.check_failures(a, t0), Err(Duration::from_secs(2)));
+        assert_eq!(l.check_failures(b, t0), Ok(()), "another source may log in");
+        assert_eq!(l.check_failures(a, t0 + Duration::from_secs(2)), Ok(()));
     }
 
     #[test]

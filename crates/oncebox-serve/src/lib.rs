@@ -121,7 +121,10 @@ pub async fn serve_with(
             slot,
             stream,
             peer,
-            service: TowerToHyperService::new(router.clone()),
+            service: TowerToHyperService::new(WithPeer {
+                router: router.clone(),
+                peer,
+            }),
         };
         match &tls {
             None => conn.serve_plain(&builder, &graceful),
@@ -137,12 +140,43 @@ pub async fn serve_with(
     }
 }
 
+/// The router of one connection: each request carries the connection's peer address as
+/// `axum::extract::ConnectInfo<SocketAddr>` (what per-source limits key on).
+#[derive(Clone)]
+struct WithPeer {
+    router: Router,
+    peer: SocketAddr,
+}
+
+impl<B> tower_service::Service<axum::http::Request<B>> for WithPeer
+where
+    Router: tower_service::Service<axum::http::Request<B>>,
+{
+    type Response = <Router as tower_service::Service<axum::http::Request<B>>>::Response;
+    type Error = <Router as tower_service::Service<axum::http::Request<B>>>::Error;
+    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower_service::Service::poll_ready(&mut self.router, cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
+        tower_service::Service::call(&mut self.router, request)
+    }
+}
+
 /// A connection accepted, with the slot it holds until it closes.
 struct Accepted {
     slot: OwnedSemaphorePermit,
     stream: TcpStream,
     peer: SocketAddr,
-    service: TowerToHyperService<Router>,
+    service: TowerToHyperService<WithPeer>,
 }
 
 impl Accepted {

@@ -147,6 +147,8 @@ statements! {
     OPS_CANCEL = "ops_cancel.sql";
     /// Console: intents awaiting approval, with their approvals so far.
     CONSOLE_APPROVALS = "console_approvals.sql";
+    /// Console: how many intents await approval, and the first window to close.
+    APPROVALS_SUMMARY = "approvals_summary.sql";
     /// Ops: may this intent still be approved or rejected, and by whom?
     OPS_APPROVAL_CHECK = "ops_approval_check.sql";
     /// Ops: one approval; the last one needed releases the intent.

@@ -70,8 +70,8 @@ pub async fn approval_requests(
         .await
 }
 
-/// `tenant`'s intents awaiting approval, oldest first (at most `limit`), or the one with id
-/// `only`.
+/// `tenant`'s intents awaiting approval, oldest first (at most `limit`, after the intent
+/// created at `after.0` with id `after.1` when given), or the one with id `only`.
 ///
 /// # Errors
 /// The database's error.
@@ -79,13 +79,36 @@ pub async fn awaiting(
     db: impl sqlx::PgExecutor<'_>,
     tenant: &str,
     only: Option<i64>,
+    after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<Awaiting>, sqlx::Error> {
     sqlx::query_as(sql::CONSOLE_APPROVALS)
         .bind(tenant)
         .bind(limit)
         .bind(only)
+        .bind(after.map(|a| a.0))
+        .bind(after.map(|a| a.1))
         .fetch_all(db)
+        .await
+}
+
+/// How many of a tenant's intents await approval, and when the first window closes.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Waiting {
+    /// Intents awaiting approval.
+    pub waiting: i64,
+    /// When the first of their windows closes; `None` when none waits.
+    pub first_expiry: Option<DateTime<Utc>>,
+}
+
+/// How many of `tenant`'s intents await approval, and when the first of their windows closes.
+///
+/// # Errors
+/// The database's error.
+pub async fn waiting(db: impl sqlx::PgExecutor<'_>, tenant: &str) -> Result<Waiting, sqlx::Error> {
+    sqlx::query_as(sql::APPROVALS_SUMMARY)
+        .bind(tenant)
+        .fetch_one(db)
         .await
 }
 

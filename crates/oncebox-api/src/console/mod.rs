@@ -156,6 +156,26 @@ pub(crate) fn error_page(status: StatusCode, title: &str, detail: &str) -> Respo
     html(status, html::page(title, html::Nav::None, None, body))
 }
 
+/// Where a request came from: its connection's peer address (unspecified when the server
+/// did not record one), what the console's limits before sign-in key on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source(pub(crate) std::net::IpAddr);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Source {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Source, Self::Rejection> {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0.ip());
+        Ok(Source(peer))
+    }
+}
+
 /// The value of cookie `name` in the request.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
@@ -295,6 +315,7 @@ pub(crate) async fn read_form(body: Body) -> Result<HashMap<String, String>, Box
 
 async fn login_page(
     State(state): State<Arc<AppState>>,
+    source: Source,
     headers: HeaderMap,
     query: axum::extract::Query<HashMap<String, String>>,
 ) -> Response {
@@ -303,19 +324,25 @@ async fn login_page(
             p.note role="status" { "Your session ended; log in again." }
         }
     };
-    login_form(&state, &headers, StatusCode::OK, note).await
+    login_form(&state, source, &headers, StatusCode::OK, note).await
 }
 
 /// The login page with a fresh login form (`oncebox_store::console::create_login`): its id in a
-/// cookie, its CSRF token in the form. Login pages are served at the server's anonymous rate
-/// ([`crate::limits::RateLimits::anonymous`]): each one is a row until it is used or expires.
+/// cookie, its CSRF token in the form. Login pages are served at the anonymous rate of their
+/// source, under a ceiling for all sources together ([`crate::limits::RateLimits::anonymous`]):
+/// each one is a row until it is used or expires.
 async fn login_form(
     state: &AppState,
+    source: Source,
     headers: &HeaderMap,
     status: StatusCode,
     note: maud::Markup,
 ) -> Response {
-    if state.limiter.check_anonymous(Instant::now()).is_err() {
+    if state
+        .limiter
+        .check_anonymous(source.0, Instant::now())
+        .is_err()
+    {
         return error_page(
             StatusCode::TOO_MANY_REQUESTS,
             "Too many requests",
@@ -358,8 +385,24 @@ async fn login_form(
 /// A login is taken only for a login form this server served (its cookie names it), once: a
 /// login without one is answered with a new form before its body is read. Then the form's CSRF
 /// token must be that form's, the token an ops token within its request rate.
-async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+async fn login(
+    State(state): State<Arc<AppState>>,
+    source: Source,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let alert = |why: &str| maud::html! { p.error role="alert" { (why) } };
+    if state
+        .limiter
+        .check_failures(source.0, Instant::now())
+        .is_err()
+    {
+        return error_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many failed logins",
+            "Too many logins from this address failed; wait a minute and try again.",
+        );
+    }
     let login_id = cookie(&headers, LOGIN_COOKIE).filter(|id| !id.is_empty());
     let csrf = match login_id {
         None => None,
@@ -370,7 +413,7 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
     };
     let Some(csrf) = csrf else {
         let expired = alert("The login form expired or was already used; log in again.");
-        return login_form(&state, &headers, StatusCode::FORBIDDEN, expired).await;
+        return login_form(&state, source, &headers, StatusCode::FORBIDDEN, expired).await;
     };
     let form = match read_form(body).await {
         Ok(f) => f,
@@ -381,7 +424,12 @@ async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bod
         _ => return csrf_refused(),
     }
     let token = form.get("token").map(|t| t.trim()).unwrap_or_default();
-    let refuse = async |status, why: &str| login_form(&state, &headers, status, alert(why)).await;
+    let refuse = async |status, why: &str| {
+        if status != StatusCode::TOO_MANY_REQUESTS {
+            state.limiter.failed(source.0, Instant::now());
+        }
+        login_form(&state, source, &headers, status, alert(why)).await
+    };
     if token.is_empty() {
         return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.").await;
     }

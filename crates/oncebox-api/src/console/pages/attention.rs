@@ -20,7 +20,7 @@ use crate::console::{internal, session};
 
 /// Parses a page cursor `2026-12-01T10:00:00.123456Z,42`; a time outside the years 1970–9999
 /// (which no intent has, and Postgres may not hold) is no cursor.
-fn cursor(s: &str) -> Option<(DateTime<Utc>, i64)> {
+pub(super) fn cursor(s: &str) -> Option<(DateTime<Utc>, i64)> {
     use chrono::Datelike as _;
     let (at, id) = s.rsplit_once(',')?;
     let at: DateTime<Utc> = at.parse().ok()?;

@@ -125,7 +125,8 @@ async fn standing(
     if i.status != Status::AwaitingApproval {
         return Ok(None);
     }
-    let rows = oncebox_store::approvals::awaiting(&state.pool, &i.tenant_id, Some(i.id), 1).await?;
+    let rows =
+        oncebox_store::approvals::awaiting(&state.pool, &i.tenant_id, Some(i.id), None, 1).await?;
     Ok(rows.into_iter().next())
 }
 

@@ -49,11 +49,15 @@ fn tiles(
     ready: &oncebox_store::ReadyQueue,
     workers: &[oncebox_store::console::WorkerSeen],
 ) -> Markup {
-    let waiting_person: i64 = counts
-        .iter()
-        .filter(|c| c.status == "needs_review")
-        .map(|c| c.n)
-        .sum();
+    let of = |status: oncebox_core::Status| -> i64 {
+        counts
+            .iter()
+            .filter(|c| c.status == status.as_str())
+            .map(|c| c.n)
+            .sum()
+    };
+    let waiting_person = of(oncebox_core::Status::NeedsReview);
+    let awaiting = of(oncebox_core::Status::AwaitingApproval);
     let alive = workers.iter().filter(|w| w.seen_seconds_ago < 30.0).count();
     let oldest = if ready.depth == 0 {
         "—".to_owned()
@@ -64,6 +68,11 @@ fn tiles(
         section.tiles {
             div.tile { span.n { (ready.depth) } span { "ready to deliver" } }
             div.tile { span.n { (oldest) } span { "oldest ready" } }
+            div.tile.warn[awaiting > 0] {
+                a href="/console/approvals" {
+                    span.n { (awaiting) } span { "await approval" }
+                }
+            }
             div.tile.warn[waiting_person > 0] {
                 a href="/console/attention?status=needs_review" {
                     span.n { (waiting_person) } span { "need review" }

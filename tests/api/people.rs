@@ -1,8 +1,9 @@
-//! Four eyes across every way in: an intent submitted by one principal — through the API, the
-//! `/mcp` gateway, the Rust library's intake or `oncebox submit` — cannot be approved by that
-//! principal through the ops API, the console or the CLI, whichever of their tokens they use;
-//! a second approval by the same principal is refused; two distinct principals release it,
-//! once.
+//! The people at the walls. Four eyes across every way in: an intent submitted by one principal
+//! — through the API, the `/mcp` gateway, the Rust library's intake or `oncebox submit` —
+//! cannot be approved by that principal through the ops API, the console or the CLI, whichever
+//! of their tokens they use; a second approval by the same principal is refused; two distinct
+//! principals release it, once. The approvals page counts and pages what waits. Sign-in limits
+//! hold one source back, not the operators.
 
 use oncebox_core::Principal;
 use oncebox_core::config::Config;
@@ -249,5 +250,112 @@ async fn holders_are_required_for_ops_and_approve_takes_no_typed_name() {
         .expect("approve");
     assert_eq!(tokenless.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&tokenless.stderr).contains("ONCEBOX_TOKEN"));
+    api.stop().await;
+}
+
+/// The approvals page counts every intent that waits, pages them oldest first, and marks the
+/// ones whose window closes within the hour; the overview shows the count.
+#[tokio::test]
+async fn the_approvals_page_counts_pages_and_marks_what_expires_soon() {
+    let api = Api::start("approvals_page").await;
+    let agent = api.token("tenant-a");
+    let ops = api.token_with_role("tenant-a", "ops");
+    for n in 0..57 {
+        let body = json!({"action": "payout", "arguments": {"amount": "5000.00"}});
+        let made = api
+            .post(
+                Some(&agent),
+                Some(&format!("wait-{n:02}")),
+                "application/json",
+                body.to_string(),
+            )
+            .await;
+        assert_eq!(made.1["status"], "awaiting_approval", "{:?}", made.1);
+    }
+    // The newest one's window closes in ten minutes.
+    let pool = sqlx::PgPool::connect(&api.db_url).await.expect("pool");
+    sqlx::query(
+        "UPDATE oncebox.intents SET approval_expires_at = now() + interval '10 minutes' \
+         WHERE idempotency_key = 'wait-56'",
+    )
+    .execute(&pool)
+    .await
+    .expect("soon");
+    pool.close().await;
+    let mut browser = ConsoleClient::new(&api);
+    let (status, _, _, _) = browser.login(&ops).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, _, overview) = browser.get("/console").await;
+    assert!(overview.contains("await approval"), "{overview}");
+    assert!(overview.contains(">57<"), "the overview counts them");
+    let (status, _, first) = browser.get("/console/approvals").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(first.contains("<b>57</b> await approval"), "{first}");
+    assert!(first.contains("the first window closes in "), "{first}");
+    let rows = |page: &str| page.matches("<tr").count() - 1;
+    assert_eq!(rows(&first), 50, "a page of 50");
+    assert!(first.contains("wait-00") && first.contains("wait-49") && !first.contains("wait-50"));
+    let at = first
+        .find("/console/approvals?after=")
+        .expect("a next page");
+    let rest = &first[at..];
+    let next = rest[..rest.find('"').expect("quote")].replace("&amp;", "&");
+    let (status, _, second) = browser.get(&next).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(rows(&second), 7, "the rest");
+    assert!(
+        second.contains("wait-50") && second.contains("wait-56") && !second.contains("wait-49")
+    );
+    assert_eq!(
+        second.matches("class=\"soon\"").count(),
+        1,
+        "the one closing soon is marked"
+    );
+    assert!(!first.contains("class=\"soon\""));
+    // A cursor that is not one shows the first page.
+    let (status, _, again) = browser.get("/console/approvals?after=..%2F..%00").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(rows(&again), 50);
+    api.stop().await;
+}
+
+/// A flood of login pages from one address, or of failed logins, slows that address alone:
+/// an operator elsewhere still gets a login page and logs in.
+#[tokio::test]
+async fn a_login_flood_from_one_source_locks_out_only_that_source() {
+    let api = Api::start("login_flood").await;
+    let ops = api.token_with_role("tenant-a", "ops");
+    // Anonymous: login pages from 127.0.0.2 until refused (a burst of 50, then 5/s).
+    let mut flood = ConsoleClient::from_address(&api, [127, 0, 0, 2]);
+    let mut served = 0;
+    loop {
+        let (status, _, _) = flood.get("/console/login").await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+        assert_eq!(status, StatusCode::OK);
+        served += 1;
+        assert!(served < 500, "the flood was never refused");
+    }
+    let mut operator = ConsoleClient::from_address(&api, [127, 0, 0, 3]);
+    let (status, _, _) = operator.get("/console/login").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "another address still gets a login page"
+    );
+    // Failed logins from 127.0.0.4: ten, then that address is refused, even with a good token.
+    let mut guesser = ConsoleClient::from_address(&api, [127, 0, 0, 4]);
+    for n in 0..10 {
+        let (status, _, _, page) = guesser.login(&format!("obx_guess_{n}")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "guess {n}: {page}");
+    }
+    let (status, _, _, page) = guesser.login(&ops).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{page}");
+    assert!(page.contains("Too many logins from this address failed"));
+    // The operator's address logs in.
+    let (status, location, _, page) = operator.login(&ops).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{page}");
+    assert_eq!(location.as_deref(), Some("/console"));
     api.stop().await;
 }
