@@ -114,6 +114,27 @@ test("a bad field is refused, naming it, before any statement", async () => {
   }
 });
 
+test("the submitter is recorded: the intake's principal, one named per submit, else the database role", async () => {
+  const named = Intake.fromToml(CONFIG, { redactionKeys: KEYS, principal: "billing-agent" });
+  await inTransaction((c) => submit(c, { tenant: "acme", key: "who-1", action: "pay", arguments: {}, config: named }));
+  await inTransaction((c) =>
+    submit(c, { tenant: "acme", key: "who-2", action: "pay", arguments: {}, config: named, principal: "ana@example.com" }),
+  );
+  await inTransaction((c) => submit(c, { tenant: "acme", key: "who-3", action: "pay", arguments: {}, config: intake }));
+  const by = async (key: string) =>
+    db.scalar("SELECT submitted_by FROM oncebox.intents WHERE idempotency_key = $1", [key]);
+  assert.equal(await by("who-1"), "user:billing-agent");
+  assert.equal(await by("who-2"), "user:ana@example.com");
+  assert.equal(await by("who-3"), "db:postgres");
+  for (const bad of ["", " ana", "a\u0000b", "x".repeat(256)]) {
+    assert.throws(
+      () => Intake.fromToml(CONFIG, { redactionKeys: KEYS, principal: bad }),
+      (e) => e instanceof InvalidIntent && e.field === "principal",
+      JSON.stringify(bad),
+    );
+  }
+});
+
 test("32 concurrent submits of one key make one intent", async () => {
   const results = await Promise.all(
     Array.from({ length: 32 }, () =>

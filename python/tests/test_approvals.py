@@ -166,3 +166,15 @@ def test_prepared_says_what_the_policy_asks(tmp_path: Path) -> None:
     assert (asked.approvals, asked.approval_window) == (2, 86400.0)
     free = intake.prepare(tenant="t", key="k", action="refund", arguments={"amount": "10"})
     assert (free.approvals, free.approval_window) == (None, None)
+
+
+def test_a_principal_that_cannot_be_one_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(config_toml())
+    config = oncebox.Config.load(tmp_path / "c.toml")
+    for bad in ("", " ana", "ana ", "a\x00b", "a\nb", "x" * 256):
+        with pytest.raises(oncebox.InvalidIntent) as refused:
+            oncebox.Intake(config, REDACTION_KEYS, principal=bad)
+        assert refused.value.field == "principal", bad
+    assert oncebox.Intake(config, REDACTION_KEYS, principal="ana@example.com").principal == (
+        "user:ana@example.com"
+    )

@@ -424,57 +424,81 @@ async fn login(
         _ => return csrf_refused(),
     }
     let token = form.get("token").map(|t| t.trim()).unwrap_or_default();
-    let refuse = async |status, why: &str| {
-        if status != StatusCode::TOO_MANY_REQUESTS {
-            state.limiter.failed(source.0, Instant::now());
+    let who = match ops_caller(&state, token).await {
+        Ok(who) => who,
+        Err(Refusal::Database(e)) => return internal(e),
+        Err(Refusal::Login(status, why)) => {
+            if status != StatusCode::TOO_MANY_REQUESTS {
+                state.limiter.failed(source.0, Instant::now());
+            }
+            return login_form(&state, source, &headers, status, alert(why)).await;
         }
-        login_form(&state, source, &headers, status, alert(why)).await
     };
-    if token.is_empty() {
-        return refuse(StatusCode::BAD_REQUEST, "token: enter an ops token.").await;
+    let lifetime = state.console.session_lifetime;
+    match oncebox_store::console::create_session(&state.pool, &who, lifetime).await {
+        Ok((id, _csrf)) => {
+            tracing::info!(principal = %who.principal(), tenant = %who.tenant_id, "console login");
+            signed_in(&state, &headers, &id)
+        }
+        Err(e) => internal(e),
     }
-    let who = match oncebox_store::tokens::authenticate(&state.pool, token).await {
-        Ok(Some(who)) => who,
-        Ok(None) => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "token: unknown, revoked or expired.",
-            )
-            .await;
-        }
-        Err(e) => return internal(e),
-    };
+}
+
+/// Why a login was refused.
+enum Refusal {
+    /// Refused with this status and reason (naming the field).
+    Login(StatusCode, &'static str),
+    /// The database failed.
+    Database(sqlx::Error),
+}
+
+/// The caller of `token`, which must be a live ops token within its request rate.
+async fn ops_caller(
+    state: &AppState,
+    token: &str,
+) -> Result<oncebox_store::tokens::Caller, Refusal> {
+    if token.is_empty() {
+        return Err(Refusal::Login(
+            StatusCode::BAD_REQUEST,
+            "token: enter an ops token.",
+        ));
+    }
+    let who = oncebox_store::tokens::authenticate(&state.pool, token)
+        .await
+        .map_err(Refusal::Database)?
+        .ok_or(Refusal::Login(
+            StatusCode::UNAUTHORIZED,
+            "token: unknown, revoked or expired.",
+        ))?;
     if who.role != Role::Ops {
-        return refuse(
+        return Err(Refusal::Login(
             StatusCode::FORBIDDEN,
             "token: this is an agent token; the console needs an ops token.",
-        )
-        .await;
+        ));
     }
     if state
         .limiter
         .check(who.id, &who.tenant_id, Instant::now())
         .is_err()
     {
-        return refuse(
+        return Err(Refusal::Login(
             StatusCode::TOO_MANY_REQUESTS,
             "token: over its request rate; wait a moment and log in again.",
-        )
-        .await;
+        ));
     }
+    Ok(who)
+}
+
+/// The answer to a login that opened session `id`: its cookie set, the login form's cleared,
+/// on to the overview.
+fn signed_in(state: &AppState, headers: &HeaderMap, id: &str) -> Response {
     let lifetime = state.console.session_lifetime;
-    let (id, _csrf) =
-        match oncebox_store::console::create_session(&state.pool, &who, lifetime).await {
-            Ok(created) => created,
-            Err(e) => return internal(e),
-        };
-    tracing::info!(token = who.id, tenant = %who.tenant_id, "console login");
-    let secure = secure(&state, &headers);
+    let secure = secure(state, headers);
     let mut response = Redirect::to("/console").into_response();
     let h = response.headers_mut();
     h.append(
         header::SET_COOKIE,
-        set_cookie(SESSION_COOKIE, &id, "/console", lifetime.as_secs(), secure),
+        set_cookie(SESSION_COOKIE, id, "/console", lifetime.as_secs(), secure),
     );
     h.append(
         header::SET_COOKIE,
