@@ -16,6 +16,13 @@ export PATH="$ONCEBOX_PYENV/bin:$PATH"
 MATURIN_PEP517_ARGS="--profile dev" \
   pip install -q --disable-pip-version-check --no-index --no-deps --no-build-isolation \
   --force-reinstall ./python
+# The certified OpenID provider the console's sign-in tests run (tests/oidc: oidc-provider,
+# pinned by its lockfile), with Node.js and npm from Debian when absent.
+if ! command -v npm >/dev/null 2>&1; then
+    source scripts/services.sh
+    install_missing nodejs npm
+fi
+(cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error)
 ruff check --config python/pyproject.toml python examples/python
 ruff format --check --config python/pyproject.toml python examples/python
 (cd python && mypy oncebox tests bench ../examples/python)

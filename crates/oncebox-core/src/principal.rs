@@ -113,6 +113,30 @@ impl Principal {
         })
     }
 
+    /// The principal of a token issued to `holder`: the OpenID Connect principal the holder
+    /// names when it is one (`oidc:ISSUER#SUBJECT`: the person's token and their console
+    /// sign-in are one principal), else the named principal `user:HOLDER`.
+    pub fn of_holder(holder: &str) -> Principal {
+        match holder.strip_prefix("oidc:") {
+            Some(_) => Principal::parse("holder", holder)
+                .unwrap_or_else(|_| Principal::User(holder.to_owned())),
+            None => Principal::User(holder.to_owned()),
+        }
+    }
+
+    /// Checks a holder given in `field` for a new token: a name, or an OpenID Connect
+    /// principal written whole.
+    ///
+    /// # Errors
+    /// [`InvalidPrincipal`] naming `field`.
+    pub fn check_holder<'a>(field: &str, holder: &'a str) -> Result<&'a str, InvalidPrincipal> {
+        check_name(field, holder)?;
+        if holder.starts_with("oidc:") {
+            Principal::parse(field, holder)?;
+        }
+        Ok(holder)
+    }
+
     /// Reads a principal's text form (as stored), given in `field`.
     ///
     /// # Errors
@@ -178,6 +202,19 @@ mod tests {
         let odd = Principal::named("holder", "team:payments#2").expect("name");
         assert_eq!(odd.to_string(), "user:team:payments#2");
         assert_eq!(Principal::parse("p", &odd.to_string()), Ok(odd));
+    }
+
+    #[test]
+    fn a_holder_may_name_an_openid_principal() {
+        let person = Principal::oidc("https://id.example.com", "8f1c").expect("oidc");
+        assert_eq!(Principal::of_holder(&person.to_string()), person);
+        assert_eq!(
+            Principal::of_holder("ana@example.com"),
+            Principal::User("ana@example.com".into())
+        );
+        assert!(Principal::check_holder("holder", "oidc:https://id.example.com#8f1c").is_ok());
+        let e = Principal::check_holder("holder", "oidc:no-subject").expect_err("half");
+        assert_eq!(e.field, "holder");
     }
 
     #[test]

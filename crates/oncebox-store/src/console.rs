@@ -143,7 +143,7 @@ pub async fn session(
         .await?;
     let Some(r) = row else { return Ok(None) };
     let principal = match (r.token_id, r.holder, r.principal) {
-        (Some(_), Some(holder), _) => Principal::User(holder),
+        (Some(_), Some(holder), _) => Principal::of_holder(&holder),
         (Some(id), None, _) => Principal::Token(id),
         (None, _, Some(text)) => Principal::parse("console_sessions.principal", &text)
             .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,

@@ -63,10 +63,12 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Who this caller is: `user:HOLDER` when the token names its holder, else `token:ID`.
+    /// Who this caller is: its holder's principal when the token names one
+    /// ([`Principal::of_holder`]: `user:HOLDER`, or the OpenID principal it names), else
+    /// `token:ID`.
     pub fn principal(&self) -> Principal {
         match &self.holder {
-            Some(holder) => Principal::User(holder.clone()),
+            Some(holder) => Principal::of_holder(holder),
             None => Principal::Token(self.id),
         }
     }

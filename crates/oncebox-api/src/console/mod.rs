@@ -16,6 +16,7 @@
 //! tenant, as in the API. Every asset is compiled into the binary.
 
 mod html;
+pub mod oidc;
 mod pages;
 
 use std::collections::{BTreeMap, HashMap};
@@ -55,6 +56,8 @@ pub struct ConsoleSettings {
     pub session_lifetime: Duration,
     /// Reads the dead-letter queue depths, when the server knows the broker.
     pub dead_letter_depths: Option<DeadLetterDepths>,
+    /// Sign-in with an OpenID Connect provider (`[console.oidc]`), beside ops tokens.
+    pub oidc: Option<Arc<oidc::OidcSignIn>>,
 }
 
 impl Default for ConsoleSettings {
@@ -64,6 +67,7 @@ impl Default for ConsoleSettings {
             secure_cookies: false,
             session_lifetime: DEFAULT_SESSION_LIFETIME,
             dead_letter_depths: None,
+            oidc: None,
         }
     }
 }
@@ -90,6 +94,8 @@ pub(crate) fn routes(state: Arc<AppState>) -> Router {
         .route("/console/", get(|| async { Redirect::to("/console") }))
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
+        .route("/console/oidc/start", get(oidc::start))
+        .route("/console/oidc/callback", get(oidc::callback))
         .route("/console/approvals", get(pages::approvals))
         .route("/console/attention", get(pages::attention))
         .route("/console/search", get(pages::search))
@@ -355,6 +361,12 @@ async fn login_form(
     };
     let body = maud::html! {
         (note)
+        @if let Some(provider) = &state.console.oidc {
+            p.sign-in {
+                a.button href="/console/oidc/start" { "Sign in with " (provider.name()) }
+            }
+            p.hint { "Or log in with an ops token:" }
+        }
         form.login method="post" action="/console/login" {
             input type="hidden" name="csrf" value=(csrf);
             label for="token" { "Ops token" }

@@ -19,6 +19,7 @@
 mod action;
 mod amqp;
 mod approval;
+mod console;
 mod defaults;
 mod destination;
 mod errors;
@@ -37,6 +38,7 @@ use crate::key::validate_token;
 pub use action::{Action, ToolSettings};
 pub use amqp::{AmqpConfig, AmqpIdempotency};
 pub use approval::{Approval, ApprovalCondition};
+pub use console::{CALLBACK_PATH, ConsoleConfig, ConsoleRole, GroupGrant, OidcConfig};
 pub use destination::{
     IdempotencyMode, LaneFailure, LookupSettings, OrderingSettings, RetrySettings,
 };
@@ -58,6 +60,9 @@ pub struct Config {
     /// Destination name → how to reach it.
     #[serde(default)]
     pub destinations: BTreeMap<String, Destination>,
+    /// How people sign in to the web console.
+    #[serde(default)]
+    pub console: ConsoleConfig,
 }
 
 /// A receiver of intents: its transport decides which fields it has.
@@ -202,6 +207,9 @@ impl Config {
                 Destination::Amqp(_) => Ok(()),
             }
             .map_err(|e| e.within(&within))?;
+        }
+        if let Some(oidc) = &self.console.oidc {
+            oidc.check().map_err(|e| e.within("console.oidc."))?;
         }
         Ok(())
     }

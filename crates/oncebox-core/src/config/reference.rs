@@ -58,6 +58,18 @@ fn sections() -> Vec<(&'static str, String)> {
         ("`[destinations.NAME.rate_limit]`", http("rate_limit")),
         ("`[destinations.NAME.breaker]`", http("breaker")),
         ("`[destinations.NAME.signing]`", http("signing")),
+        (
+            "`[console]`",
+            format!("{ACTION}{HTTP}[console]\nzz_probe = 1\n"),
+        ),
+        (
+            "`[console.oidc]`",
+            format!("{ACTION}{HTTP}[console.oidc]\nzz_probe = 1\n"),
+        ),
+        (
+            "`[console.oidc.groups.NAME]`",
+            format!("{ACTION}{HTTP}[console.oidc.groups.g]\nzz_probe = 1\n"),
+        ),
     ]
 }
 

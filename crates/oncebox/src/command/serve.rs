@@ -92,7 +92,7 @@ pub(crate) async fn run(args: Args) -> CliResult {
     };
     let pool = connect(&args.db, args.db_connections).await?;
     args.schema.check(&pool).await?;
-    let console = console_settings(&config, &args, tls.is_some());
+    let console = console_settings(&config, &args, tls.is_some())?;
     let state = oncebox_api::AppState::new(pool.clone(), intake.clone(), args.body_limit)
         .await?
         .with_rate_limits(rates)
@@ -136,7 +136,7 @@ fn console_settings(
     config: &oncebox_core::config::Config,
     args: &Args,
     tls: bool,
-) -> oncebox_api::ConsoleSettings {
+) -> Result<oncebox_api::ConsoleSettings, CliError> {
     let mut destinations: std::collections::BTreeMap<String, Vec<String>> = config
         .destinations
         .keys()
@@ -165,10 +165,20 @@ fn console_settings(
         });
         read
     });
-    oncebox_api::ConsoleSettings {
+    let oidc = match &config.console.oidc {
+        None => None,
+        Some(oidc) => {
+            oncebox_delivery::install_crypto_provider();
+            let sign_in = oncebox_api::console::oidc::OidcSignIn::new(oidc.clone())
+                .map_err(|e| CliError::usage("console.oidc.client_secret_env", e.to_string()))?;
+            Some(std::sync::Arc::new(sign_in))
+        }
+    };
+    Ok(oncebox_api::ConsoleSettings {
         destinations,
         secure_cookies: tls,
         session_lifetime: args.console_session.get(),
         dead_letter_depths,
-    }
+        oidc,
+    })
 }

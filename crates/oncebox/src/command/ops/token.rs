@@ -1,8 +1,8 @@
 //! `oncebox ops token`: create, revoke and list API tokens.
 
 use clap::{Args as ClapArgs, Subcommand};
+use oncebox_core::Principal;
 use oncebox_core::duration::NonZeroDuration;
-use oncebox_core::principal::check_name;
 use oncebox_store::tokens::{self, Role};
 use serde_json::json;
 
@@ -48,8 +48,10 @@ pub(crate) struct CreateArgs {
     #[arg(long)]
     pub(crate) label: Option<String>,
     /// Whom the token is issued to (alice@example.com, billing-agent): the principal the audit
-    /// log records for what it does, and one principal however many tokens they hold.
-    /// Required for --role ops; an agent token without one is a principal of its own.
+    /// log records for what it does, and one principal however many tokens they hold. A person
+    /// who also signs in to the console through OpenID Connect is named by that principal,
+    /// written whole (oidc:ISSUER#SUBJECT), so that both are one. Required for --role ops; an
+    /// agent token without one is a principal of its own.
     #[arg(long)]
     pub(crate) holder: Option<String>,
     /// The token stops working after this long (e.g. 90d); default: until revoked.
@@ -91,9 +93,10 @@ async fn create(a: CreateArgs, json_out: bool) -> CliResult {
         .map_err(|e| CliError::usage("tenant", format!("tenant {e}")))?;
     let role: Role = a.role.parse().map_err(|e| CliError::usage("role", e))?;
     let holder = match a.holder.as_deref() {
-        Some(h) => {
-            Some(check_name("holder", h).map_err(|e| CliError::usage("holder", e.to_string()))?)
-        }
+        Some(h) => Some(
+            Principal::check_holder("holder", h)
+                .map_err(|e| CliError::usage("holder", e.to_string()))?,
+        ),
         None if role == Role::Ops => {
             return Err(CliError::usage(
                 "holder",
