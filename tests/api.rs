@@ -42,6 +42,7 @@ properties.amount = { type = "string", pattern = "^[0-9]+[.][0-9]{2}$" }
 [actions.payout]
 destination = "billing"
 tool = { description = "Pay out; large amounts wait for two people." }
+redact = [{ pointer = "/iban", mode = "hash" }]
 [actions.payout.approval]
 when = { type = "object", required = ["amount"], properties = { amount = { decimalMinimum = "1000" } } }
 approvals = 2

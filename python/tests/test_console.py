@@ -266,6 +266,12 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
     page.page.wait_for_url(f"**/console/intents/{key}")
     assert "awaiting_approval" in page.page.inner_text("dl.facts")
     page.shot("09-intent-awaiting-approval")
+    # The fields as the receiver will get them: shown to an approver, the view audited.
+    page.page.click("button:has-text('Show the fields as they will execute')")
+    page.page.wait_for_url(f"**/console/intents/{key}/originals")
+    assert "5000.00" in page.page.inner_text("table.originals")
+    page.shot("09b-as-it-will-execute")
+    page.page.click("text=Back to the intent")
     approve = page.page.locator("form", has=page.page.locator("h3", has_text="Approve"))
     approve.locator("textarea[name=reason]").fill("Customer's return received in full")
     approve.locator("button[type=submit]").click()
@@ -299,7 +305,9 @@ def test_an_agents_large_refund_waits_for_two_people_then_is_sent_once(
         for r in reversed(json.loads(audit.stdout))
     ]
     assert [r[1:] for r in rows] == [
+        ("ana", "console", "view", "viewed the arguments as they will execute"),
         ("ana", "console", "approve", "Customer's return received in full"),
         (None, "api", "approve", "Refund matches the invoice"),
     ], rows
-    assert [r[0] for r in rows] == ["user:ana@example.com", "user:bo@example.com"], rows
+    people = ["user:ana@example.com", "user:ana@example.com", "user:bo@example.com"]
+    assert [r[0] for r in rows] == people, rows

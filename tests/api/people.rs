@@ -2,7 +2,8 @@
 //! — through the API, the `/mcp` gateway, the Rust library's intake or `oncebox submit` —
 //! cannot be approved by that principal through the ops API, the console or the CLI, whichever
 //! of their tokens they use; a second approval by the same principal is refused; two distinct
-//! principals release it, once. The approvals page counts and pages what waits. Sign-in limits
+//! principals release it, once. Approvers, and no one else, see the redacted values as they will
+//! execute, each view audited. The approvals page counts and pages what waits. Sign-in limits
 //! hold one source back, not the operators.
 
 use oncebox_core::Principal;
@@ -357,5 +358,100 @@ async fn a_login_flood_from_one_source_locks_out_only_that_source() {
     let (status, location, _, page) = operator.login(&ops).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{page}");
     assert_eq!(location.as_deref(), Some("/console"));
+    api.stop().await;
+}
+
+/// An approver sees the fields the policy tests and the redacted ones as the receiver will get
+/// them, each view a row of the audit log; the intent page, the API and the audit log itself
+/// still show the IBAN only as its keyed hash.
+#[tokio::test]
+async fn approvers_see_what_will_execute_and_each_view_is_audited() {
+    let api = Api::start("originals").await;
+    let agent = api.token("tenant-a");
+    let ana = issued(&api, "ops", "ana@example.com");
+    let iban = "DE89370400440532013000";
+    let body = json!({"action": "payout", "arguments": {"amount": "5000.00", "iban": iban}});
+    let made = api
+        .post(
+            Some(&agent),
+            Some("pay-1"),
+            "application/json",
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(made.1["status"], "awaiting_approval", "{:?}", made.1);
+    let small = json!({"action": "payout", "arguments": {"amount": "5.00", "iban": iban}});
+    api.post(
+        Some(&agent),
+        Some("pay-2"),
+        "application/json",
+        small.to_string(),
+    )
+    .await;
+    let shown = api.get(&ana, "/v1/ops/intents/pay-1").await;
+    assert!(
+        !shown.1.to_string().contains(iban),
+        "the API shows it redacted"
+    );
+
+    let mut browser = ConsoleClient::new(&api);
+    let (status, _, _, _) = browser.login(&ana).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, _, page) = browser.get("/console/intents/pay-1").await;
+    assert!(!page.contains(iban), "the intent page shows it redacted");
+    let csrf = csrf_in(&page);
+    // Without the session's CSRF token: refused, nothing shown, nothing recorded.
+    let (status, _, _, page) = browser
+        .post("/console/intents/pay-1/originals", &[("csrf", "nope")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!page.contains(iban));
+    let views = async || -> Vec<(String, String)> {
+        let pool = sqlx::PgPool::connect(&api.db_url).await.expect("pool");
+        let rows = sqlx::query_as(
+            "SELECT actor, coalesce(reason, '') FROM oncebox.audit WHERE action = 'view' ORDER BY id",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("audit");
+        pool.close().await;
+        rows
+    };
+    assert!(views().await.is_empty());
+    let (status, _, _, page) = browser
+        .post("/console/intents/pay-1/originals", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains(iban),
+        "the approver sees the IBAN the receiver will get"
+    );
+    assert!(page.contains("&quot;5000.00&quot;") || page.contains("\"5000.00\""));
+    let seen = views().await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, "user:ana@example.com");
+    assert!(
+        !seen[0].1.contains(iban),
+        "the audit row names the view, not the values"
+    );
+    // Only while it awaits approval: an intent that does not is refused, and not recorded.
+    let (status, _, _, page) = browser
+        .post("/console/intents/pay-2/originals", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(!page.contains(iban));
+    assert_eq!(views().await.len(), 1);
+    // Another tenant's ops session finds no such intent.
+    let other = api.token_with_role("tenant-b", "ops");
+    let mut outsider = ConsoleClient::new(&api);
+    outsider.login(&other).await;
+    let (_, _, page) = outsider.get("/console").await;
+    let theirs = csrf_in(&page);
+    let (status, _, _, page) = outsider
+        .post("/console/intents/pay-1/originals", &[("csrf", &theirs)])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!page.contains(iban));
+    assert_eq!(views().await.len(), 1);
     api.stop().await;
 }

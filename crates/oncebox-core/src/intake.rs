@@ -235,6 +235,26 @@ impl Rules {
             }))
     }
 
+    /// The fields of `action`'s intents an approver is shown as they will be delivered (JSON
+    /// pointers): every field its approval condition tests, then every redacted field, each
+    /// once. Empty for an unknown action or one without an approval policy.
+    pub fn approver_fields(&self, action: &str) -> Vec<String> {
+        let Some(rules) = self.actions.get(action) else {
+            return Vec::new();
+        };
+        let Some(approval) = &rules.approval else {
+            return Vec::new();
+        };
+        let mut fields: Vec<String> = Vec::new();
+        let redacted = rules.redact.iter().map(|r| r.pointer.as_str());
+        for pointer in approval.tested().chain(redacted) {
+            if !fields.iter().any(|f| f == pointer) {
+                fields.push(pointer.to_owned());
+            }
+        }
+        fields
+    }
+
     /// The JSON Schema of `action`'s arguments, if it has one.
     pub fn schema(&self, action: &str) -> Option<&ArgumentsSchema> {
         self.actions.get(action)?.schema.as_ref()

@@ -149,6 +149,8 @@ statements! {
     CONSOLE_APPROVALS = "console_approvals.sql";
     /// Console: how many intents await approval, and the first window to close.
     APPROVALS_SUMMARY = "approvals_summary.sql";
+    /// Approvals: the arguments an intent will be delivered with, for its approvers.
+    APPROVAL_ORIGINALS = "approval_originals.sql";
     /// Ops: may this intent still be approved or rejected, and by whom?
     OPS_APPROVAL_CHECK = "ops_approval_check.sql";
     /// Ops: one approval; the last one needed releases the intent.

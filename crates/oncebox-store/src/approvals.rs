@@ -210,6 +210,42 @@ pub async fn approve(
     })
 }
 
+/// The arguments intent `id`, awaiting approval, will be delivered with — the originals, where
+/// redaction keeps them from every other view — for `actor`, one of the people who decide on
+/// it. The view is recorded in the audit log (action `view`) in the caller's transaction: run
+/// it in one, and commit before showing what it returns.
+///
+/// # Errors
+/// [`OpsError::Refused`] when the intent no longer awaits approval, or its originals are not
+/// held.
+pub async fn originals(
+    tx: &mut PgConnection,
+    id: i64,
+    actor: &Actor,
+) -> Result<serde_json::Value, OpsError> {
+    let i = lock(tx, id).await?;
+    let key = &i.idempotency_key;
+    if i.status != Status::AwaitingApproval {
+        return Err(OpsError::Refused(format!(
+            "intent {key} is {}: its arguments are shown as they will execute only while it awaits approval",
+            i.status
+        )));
+    }
+    let held: Option<sqlx::types::Json<serde_json::Value>> =
+        sqlx::query_scalar(sql::APPROVAL_ORIGINALS)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let Some(sqlx::types::Json(arguments)) = held else {
+        return Err(OpsError::Refused(format!(
+            "the original arguments of intent {key} are not held"
+        )));
+    };
+    let why = "viewed the arguments as they will execute";
+    audit(tx, &i, i.status, actor, "view", Some(why)).await?;
+    Ok(arguments)
+}
+
 /// Rejects intent `id`, awaiting approval, for `why`: it ends `rejected` (terminal) and is never
 /// sent; its ordering lane, if any, moves on. Any person with the ops role may reject, the
 /// submitter included. Run it in a transaction.

@@ -137,6 +137,12 @@ impl Intake {
         self.rules.recorded(action, arguments)
     }
 
+    /// The fields of `action`'s intents its approvers see as they will be delivered
+    /// ([`Rules::approver_fields`]).
+    pub fn approver_fields(&self, action: &str) -> Vec<String> {
+        self.rules.approver_fields(action)
+    }
+
     /// The names of the actions this intake accepts, in order.
     pub fn actions(&self) -> impl Iterator<Item = &str> {
         self.rules.actions()

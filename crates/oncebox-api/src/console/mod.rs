@@ -105,6 +105,7 @@ pub(crate) fn routes(state: Arc<AppState>) -> Router {
         .route("/console/intents/{key}/cancel", post(pages::cancel))
         .route("/console/intents/{key}/approve", post(pages::approve))
         .route("/console/intents/{key}/reject", post(pages::reject))
+        .route("/console/intents/{key}/originals", post(pages::originals))
         .route("/console/console.css", get(css))
         .with_state(state)
         .layer(axum::middleware::from_fn(security_headers))

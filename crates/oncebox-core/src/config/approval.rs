@@ -61,6 +61,13 @@ pub struct Approval {
 }
 
 impl Approval {
+    /// The JSON pointers of the fields its condition tests (none without one).
+    pub fn tested(&self) -> impl Iterator<Item = &str> {
+        self.when
+            .iter()
+            .flat_map(|w| w.tested.iter().map(|t| t.pointer.as_str()))
+    }
+
     /// Whether an intent with `arguments` needs approval under this policy.
     pub fn required_for(&self, arguments: &Value) -> bool {
         self.when

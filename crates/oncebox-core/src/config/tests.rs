@@ -492,3 +492,33 @@ fn an_approval_notifies_a_destination_that_exists_and_does_not_execute_it() {
         assert!(e.reason.contains(says), "{notify}: {e}");
     }
 }
+
+#[test]
+fn an_approver_sees_the_tested_and_the_redacted_fields_once_each() {
+    let text = r#"
+[actions.pay]
+destination = "d"
+redact = [{ pointer = "/iban", mode = "hash" }, { pointer = "/amount", mode = "hash" }]
+[actions.pay.approval]
+when = { type = "object", properties = { amount = { decimalMinimum = "1000" }, payee = { properties = { country = { const = "XX" } } } } }
+[actions.free]
+destination = "d"
+redact = [{ pointer = "/card", mode = "drop" }]
+[destinations.d]
+kind = "http"
+url = "http://h/"
+idempotency = "key"
+"#;
+    let config = Config::from_toml(text).expect("valid");
+    let keys = crate::redact::RedactionKeys::parse("k:a secret of thirty-two bytes or more").ok();
+    let rules = crate::intake::Rules::new(&config, keys).expect("keys");
+    assert_eq!(
+        rules.approver_fields("pay"),
+        ["/amount", "/payee/country", "/payee", "/iban"]
+    );
+    assert!(
+        rules.approver_fields("free").is_empty(),
+        "no policy, nothing shown"
+    );
+    assert!(rules.approver_fields("nope").is_empty());
+}

@@ -260,6 +260,11 @@ fn approval(
                 "Nothing has been sent. Approving records your approval; the last one it needs "
                 "sends it. Whoever submitted it may not approve it, and each person counts once."
             }
+            form.inline method="post" action=(action("originals")) {
+                (csrf)
+                button.link type="submit" { "Show the fields as they will execute" }
+                span.hint { " (the values the receiver will get, redacted ones included; your view is recorded in the audit log)" }
+            }
             div.cols {
                 form.card method="post" action=(action("approve")) {
                     h3 { "Approve" }

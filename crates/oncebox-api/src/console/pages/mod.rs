@@ -7,6 +7,7 @@ mod approvals;
 mod attention;
 mod decisions;
 mod intent;
+mod originals;
 mod overview;
 mod search;
 
@@ -23,6 +24,7 @@ pub(crate) use approvals::approvals;
 pub(crate) use attention::attention;
 pub(crate) use decisions::{approve, cancel, reject, resolve, retry};
 pub(crate) use intent::intent;
+pub(crate) use originals::originals;
 pub(crate) use overview::overview;
 pub(crate) use search::search;
 
