@@ -356,3 +356,27 @@ def test_a_call_without_key_or_run_has_the_identity_python_computes(services: Se
     assert keys[0] == keys[1], "two sessions, one intent"
     assert keys[0] in {identity.keys_at(before)[0], identity.keys_at(after)[0]}
     assert services.effects(keys[0]) == 1
+
+
+def test_the_stdio_gateway_records_its_configured_principal_or_the_database_role(
+    services: Services,
+) -> None:
+    services.receiver()
+
+    async def call(run: str, *extra: str) -> str:
+        async with over_stdio(services, "acme", "--tool-wait", "250ms", *extra) as mcp:
+            answer = await mcp.call_tool("create_invoice", INVOICE, meta=meta(run_id=run, step="1"))
+            return str(structured(answer)["idempotency_key"])
+
+    def submitter(key: str) -> str:
+        with psycopg.connect(services.db_url) as conn:
+            row = conn.execute(
+                "SELECT submitted_by FROM oncebox.intents WHERE idempotency_key = %s", (key,)
+            ).fetchone()
+        assert row is not None, key
+        return str(row[0])
+
+    named = asyncio.run(call("run-named", "--principal", "desk-agent"))
+    assert submitter(named) == "user:desk-agent"
+    unnamed = asyncio.run(call("run-unnamed"))
+    assert submitter(unnamed) == "db:postgres"

@@ -178,6 +178,22 @@ def test_a_person_signs_in_with_the_provider_approves_as_themselves_and_logs_out
     approve.locator("textarea[name=reason]").fill("Second pair of eyes")
     approve.locator("button[type=submit]").click()
     bo.page.wait_for_url("**/console/intents/r-1?done=approve")
+    # What bo submitted himself, through the API with a token issued to his OpenID principal,
+    # he may not approve in the console.
+    own = services.token("acme", holder=f"oidc:{issuer}#bo-0002")
+    big = {"action": "refund", "arguments": {"order_id": "o-2", "amount": "7000.00"}}
+    r = httpx.post(
+        f"{base}/v1/intents",
+        json=big,
+        headers={"Authorization": f"Bearer {own}", "Idempotency-Key": "r-2"},
+    )
+    assert r.json()["submitted_by"] == f"oidc:{issuer}#bo-0002", r.text
+    bo.page.goto(f"{base}/console/intents/r-2")
+    approve = bo.page.locator("form", has=bo.page.locator("h3", has_text="Approve"))
+    approve.locator("textarea[name=reason]").fill("Mine, but still")
+    approve.locator("button[type=submit]").click()
+    assert "someone else must approve it" in bo.page.inner_text("main")
+    bo.errors = [e for e in bo.errors if "409" not in e]
     bo.page.context.close()
     wait_for_status(services.db_url, "r-1", "succeeded")
     assert services.effects("r-1") == 1
