@@ -469,6 +469,8 @@ fn every_test_the_docs_cite_exists() {
     for dir in ["crates", "tests"] {
         files(&root().join(dir), ".rs", &mut sources);
     }
+    // The Python package's tests too (`def test_…`), which prove the browser and SDK claims.
+    files(&root().join("python/tests"), ".py", &mut sources);
     let defined: BTreeSet<String> = sources
         .iter()
         .flat_map(|p| {
@@ -479,7 +481,8 @@ fn every_test_the_docs_cite_exists() {
                     let l = l.trim_start();
                     let l = l.strip_prefix("async ").unwrap_or(l);
                     l.strip_prefix("fn ")
-                        .and_then(|rest| rest.split(['(', '<']).next())
+                        .or_else(|| l.strip_prefix("def "))
+                        .and_then(|rest| rest.split(['(', '<', '[']).next())
                         .map(str::to_owned)
                 })
                 .collect::<Vec<_>>()
