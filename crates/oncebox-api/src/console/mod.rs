@@ -183,6 +183,38 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Source {
     }
 }
 
+/// Takes one of `source`'s requests before sign-in (a login page, a sign-in started); the 429
+/// page to answer instead when its rate is spent.
+pub(crate) fn over_anonymous_rate(state: &AppState, source: Source) -> Option<Response> {
+    let refused = state
+        .limiter
+        .check_anonymous(source.0, Instant::now())
+        .is_err();
+    refused.then(|| {
+        error_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            "Too many login pages were asked for from this address; wait a moment and reload.",
+        )
+    })
+}
+
+/// The 429 page to answer a login or sign-in from `source` with while its failed logins have
+/// emptied its bucket; `None` when it may try.
+pub(crate) fn too_many_failures(state: &AppState, source: Source) -> Option<Response> {
+    let refused = state
+        .limiter
+        .check_failures(source.0, Instant::now())
+        .is_err();
+    refused.then(|| {
+        error_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many failed logins",
+            "Too many logins from this address failed; wait a minute and try again.",
+        )
+    })
+}
+
 /// The value of cookie `name` in the request.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
@@ -345,16 +377,8 @@ async fn login_form(
     status: StatusCode,
     note: maud::Markup,
 ) -> Response {
-    if state
-        .limiter
-        .check_anonymous(source.0, Instant::now())
-        .is_err()
-    {
-        return error_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many requests",
-            "Too many login pages were asked for; wait a moment and reload.",
-        );
+    if let Some(page) = over_anonymous_rate(state, source) {
+        return page;
     }
     let (id, csrf) = match oncebox_store::console::create_login(&state.pool).await {
         Ok(created) => created,
@@ -405,16 +429,8 @@ async fn login(
     body: Body,
 ) -> Response {
     let alert = |why: &str| maud::html! { p.error role="alert" { (why) } };
-    if state
-        .limiter
-        .check_failures(source.0, Instant::now())
-        .is_err()
-    {
-        return error_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many failed logins",
-            "Too many logins from this address failed; wait a minute and try again.",
-        );
+    if let Some(page) = too_many_failures(&state, source) {
+        return page;
     }
     let login_id = cookie(&headers, LOGIN_COOKIE).filter(|id| !id.is_empty());
     let csrf = match login_id {

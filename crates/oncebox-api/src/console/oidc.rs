@@ -32,7 +32,10 @@ use openidconnect::{
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::{Source, cookie, error_page, internal, same, set_cookie, signed_in};
+use super::{
+    Source, cookie, error_page, internal, over_anonymous_rate, same, set_cookie, signed_in,
+    too_many_failures,
+};
 use crate::AppState;
 
 /// The sign-in's cookie: the id of the login form that holds its secrets.
@@ -191,8 +194,12 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn sign_in(state: &AppState) -> Option<&OidcSignIn> {
-    state.console.oidc.as_deref()
+fn not_configured() -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "No OpenID provider is configured.",
+    )
 }
 
 fn refused(status: StatusCode, detail: &str) -> Response {
@@ -210,23 +217,11 @@ pub(crate) async fn start(
     source: Source,
     headers: HeaderMap,
 ) -> Response {
-    let Some(oidc) = sign_in(&state) else {
-        return error_page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "No OpenID provider is configured.",
-        );
+    let Some(oidc) = state.console.oidc.as_deref() else {
+        return not_configured();
     };
-    if state
-        .limiter
-        .check_anonymous(source.0, Instant::now())
-        .is_err()
-    {
-        return error_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many requests",
-            "Too many sign-ins were started from this address; wait a moment and try again.",
-        );
+    if let Some(page) = over_anonymous_rate(&state, source) {
+        return page;
     }
     let client = match oidc.client().await {
         Ok(c) => c,
@@ -298,23 +293,11 @@ pub(crate) async fn callback(
     headers: HeaderMap,
     Query(answer): Query<Callback>,
 ) -> Response {
-    let Some(oidc) = sign_in(&state) else {
-        return error_page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "No OpenID provider is configured.",
-        );
+    let Some(oidc) = state.console.oidc.as_deref() else {
+        return not_configured();
     };
-    if state
-        .limiter
-        .check_failures(source.0, Instant::now())
-        .is_err()
-    {
-        return error_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many failed logins",
-            "Too many logins from this address failed; wait a minute and try again.",
-        );
+    if let Some(page) = too_many_failures(&state, source) {
+        return page;
     }
     let taken = match cookie(&headers, SIGN_IN_COOKIE).filter(|id| !id.is_empty()) {
         None => None,
