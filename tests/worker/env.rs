@@ -329,31 +329,30 @@ impl Env {
 
 /// Runs `oncebox ops DECISION ...` through the ops API at `serve` with `token`.
 pub(crate) fn decide(serve: &Serve, token: &str, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .arg("ops")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("ops")
         .args(args)
         .args(["--api", &serve.base, "--json"])
         .env("ONCEBOX_TOKEN", token)
-        .env_remove("DATABASE_URL")
-        .output()
-        .expect("oncebox ops");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let doc = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    (out.status.code().expect("exit code"), doc, stderr)
+        .env_remove("DATABASE_URL");
+    json_run(&mut cmd)
 }
 
 /// Runs `oncebox ops ...` against the test's database.
 pub(crate) fn ops(env: &Env, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .arg("ops")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("ops")
         .args(args)
         .arg("--json")
         .env("DATABASE_URL", &env.url)
         .env("ONCEBOX_CONFIG", &env.config)
-        .env("USER", "ana")
-        .output()
-        .expect("oncebox ops");
+        .env("USER", "ana");
+    json_run(&mut cmd)
+}
+
+/// Runs a `--json` command: its exit code, its stdout as JSON (null when it is none), stderr.
+fn json_run(cmd: &mut Command) -> (i32, Value, String) {
+    let out = cmd.output().expect("oncebox ops");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let doc = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);

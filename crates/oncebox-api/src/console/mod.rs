@@ -235,9 +235,22 @@ fn same(a: &str, b: &str) -> bool {
 
 /// A cookie header value: `HttpOnly`, `SameSite=Strict`, on `path`, `Secure` when `secure`.
 fn set_cookie(name: &str, value: &str, path: &str, max_age: u64, secure: bool) -> HeaderValue {
+    cookie_header(name, value, path, max_age, secure, "Strict")
+}
+
+/// A cookie header value as [`set_cookie`] makes it, with `SameSite=same_site`: `Lax` only for
+/// a cookie that must come back on a cross-site navigation (an identity provider's redirect).
+fn cookie_header(
+    name: &str,
+    value: &str,
+    path: &str,
+    max_age: u64,
+    secure: bool,
+    same_site: &str,
+) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+        "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite={same_site}{secure}"
     ))
     .unwrap_or_else(|_| HeaderValue::from_static("invalid=1; Max-Age=0"))
 }

@@ -33,8 +33,8 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::{
-    Source, cookie, error_page, internal, over_anonymous_rate, same, set_cookie, signed_in,
-    too_many_failures,
+    Source, cookie, cookie_header, error_page, internal, over_anonymous_rate, same, set_cookie,
+    signed_in, too_many_failures,
 };
 use crate::AppState;
 
@@ -252,15 +252,16 @@ pub(crate) async fn start(
     // Lax, not Strict: the provider sends the browser back with a cross-site navigation, on
     // which a Strict cookie would not be sent. It names only a one-time sign-in record.
     let lifetime = oncebox_store::console::LOGIN_FORM_LIFETIME.as_secs();
-    let secure = super::secure(&state, &headers) || url.scheme() == "https";
-    let cookie = set_cookie(SIGN_IN_COOKIE, &id, "/console/oidc", lifetime, secure);
-    let lax = cookie
-        .to_str()
-        .unwrap_or_default()
-        .replace("SameSite=Strict", "SameSite=Lax");
-    if let Ok(value) = axum::http::HeaderValue::from_str(&lax) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
+    let secure = super::secure(&state, &headers);
+    let cookie = cookie_header(
+        SIGN_IN_COOKIE,
+        &id,
+        "/console/oidc",
+        lifetime,
+        secure,
+        "Lax",
+    );
+    response.headers_mut().append(header::SET_COOKIE, cookie);
     response
 }
 
