@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["build/", "dist/", "node_modules/", "eslint.config.js", "scripts/"] },
+  { ignores: ["build/", "dist/", "binding/", "npm/", "node_modules/", "eslint.config.js", "scripts/"] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

@@ -1339,7 +1339,10 @@ async fn the_client_retries_lost_answers_under_one_key() {
     assert_eq!(e.problem().map(|p| p.status), Some(422));
     assert!(matches!(
         direct.submit("a b", &request).await,
-        Err(ClientError::Invalid { field: "key", .. })
+        Err(ClientError::Invalid {
+            field: "idempotency_key",
+            ..
+        })
     ));
     assert_eq!(
         intents_in(&api.db_url).await,

@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 
 import pg from "pg";
 
-import { Intake, requestHash, submit } from "../src/index.js";
+import { Intake, requestHash, submit } from "oncebox";
 
 const { values } = parseArgs({
   options: {

@@ -6,7 +6,7 @@
 //   ONCEBOX_URL=http://127.0.0.1:8080 ONCEBOX_TOKEN=… RUN_ID=run-7 node build/examples/agent-loop.js
 //
 // CRASH_AFTER=N ends the process right after step N, as a crash would.
-import { Client, onceboxTool } from "../src/index.js";
+import { Client, onceboxTool } from "oncebox";
 
 const url = process.env.ONCEBOX_URL ?? "http://127.0.0.1:8080";
 const token = process.env.ONCEBOX_TOKEN ?? "";

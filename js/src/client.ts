@@ -1,7 +1,8 @@
 import { InvalidIntent, OnceboxError } from "./errors.js";
 import { type Json, jsonText } from "./json.js";
-import { type Status, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
+import { SETTLED, type Status } from "./model.js";
 import { validateKey } from "./keys.js";
+import { FACTS } from "./native.js";
 
 /** An intent as the HTTP API answers it. */
 export interface RemoteIntent {
@@ -43,14 +44,31 @@ export class ApiError extends OnceboxError {
   }
 }
 
-/** No usable answer after every retry. */
+/**
+ * No answer came back after every retry: the intent may or may not exist. Submit again with the
+ * same key to find out; it is never created twice.
+ */
 export class TransportError extends OnceboxError {
   override name = "TransportError";
+  /**
+   * @param url The URL called.
+   * @param attempts Tries made.
+   * @param cause The last failure.
+   */
+  constructor(
+    readonly url: string,
+    readonly attempts: number,
+    cause: unknown,
+  ) {
+    super(`no answer from ${url} after ${String(attempts)} attempt(s): ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+  }
 }
 
-/** How transport failures, 5xx and 429 answers are retried. */
+/** How transport failures, 5xx and 429 answers are retried (defaults: the core's, as every client's). */
 export interface RetryOptions {
-  /** Tries in all (default 5). */
+  /** Tries in all, the first included (default 6). */
   attempts?: number;
   /** The first wait, in milliseconds (default 100); it doubles, with jitter. */
   minDelayMs?: number;
@@ -70,13 +88,13 @@ export interface SubmitRequest {
 }
 
 /** The longest wait one request asks the server for, in seconds. */
-const MAX_WAIT_SECONDS = 30;
+const MAX_WAIT_SECONDS = FACTS.clientDefaults.maxWaitSeconds;
 
 /**
  * The HTTP API's client, over the platform `fetch`. A submit that gets no answer, a 5xx or a 429
  * is sent again with the same `Idempotency-Key` and the same bytes (Retry-After honoured), so a
- * lost answer never makes a second intent; a refusal is thrown as an `ApiError` (a 400 or 422
- * naming a field as `InvalidIntent`) and never retried.
+ * lost answer never makes a second intent; a refusal is thrown as an `ApiError` (with the field
+ * at fault, when one is) and never retried.
  */
 export class Client {
   private readonly base: string;
@@ -87,7 +105,7 @@ export class Client {
   /**
    * @param baseUrl Where `oncebox serve` listens (`https://oncebox.internal`).
    * @param token An API token of the tenant (`oncebox ops token create`).
-   * @param options The per-request timeout and the retries.
+   * @param options The per-request timeout (default 30 s; a long-poll adds its wait) and the retries.
    */
   constructor(
     baseUrl: string,
@@ -99,9 +117,10 @@ export class Client {
       throw new InvalidIntent("base_url", "must be an http:// or https:// URL");
     }
     this.base = url.toString().replace(/\/+$/, "");
-    this.attempts = Math.max(1, options.retry?.attempts ?? 5);
-    this.minDelayMs = options.retry?.minDelayMs ?? 100;
-    this.maxDelayMs = options.retry?.maxDelayMs ?? 5000;
+    const defaults = FACTS.clientDefaults;
+    this.attempts = Math.max(1, options.retry?.attempts ?? defaults.attempts);
+    this.minDelayMs = options.retry?.minDelayMs ?? defaults.minDelayMs;
+    this.maxDelayMs = options.retry?.maxDelayMs ?? defaults.maxDelayMs;
   }
 
   /** Submits `request` under `key`; `created` is false for a replay of the same request. */
@@ -154,14 +173,28 @@ export class Client {
     }
   }
 
-  /** Cancels the intent under `key` before it is dispatched (`ApiError` 409 says why not). */
+  /**
+   * Cancels the intent under `key` before it is dispatched; a retried cancel whose first answer
+   * was lost finds it cancelled and returns it. `ApiError` 409 says why not when it may be
+   * dispatched, 404 when there is no such key.
+   */
   async cancel(key: string): Promise<RemoteIntent> {
     validateKey(key);
-    return (await this.call("POST", ["v1", "intents", key, "cancel"], {}, null, this.timeoutMs()))[1];
+    try {
+      return (await this.call("POST", ["v1", "intents", key, "cancel"], {}, null, this.timeoutMs()))[1];
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) {
+        const current = await this.get(key);
+        if (current.status === "cancelled") {
+          return current;
+        }
+      }
+      throw e;
+    }
   }
 
   private timeoutMs(): number {
-    return this.options.timeoutMs ?? 10_000;
+    return this.options.timeoutMs ?? FACTS.clientDefaults.timeoutMs;
   }
 
   /** One logical call: tried until an answer retrying cannot change, or retries are spent. */
@@ -198,12 +231,10 @@ export class Client {
         if (e instanceof OnceboxError) {
           throw e;
         }
-        failure = new TransportError(`no answer from ${url}: ${e instanceof Error ? e.message : String(e)}`);
+        failure = new TransportError(url, attempt, e);
       }
       if (attempt >= this.attempts) {
-        throw failure instanceof TransportError
-          ? new TransportError(`${failure.message} (after ${String(attempt)} attempts)`)
-          : failure;
+        throw failure;
       }
       const jittered = delay / 2 + Math.random() * (delay / 2);
       const wait = retryAfterMs === null ? jittered : Math.min(Math.max(retryAfterMs, jittered), Math.max(this.maxDelayMs, jittered));
@@ -217,13 +248,14 @@ function optional(name: string, value: string | undefined): string[] {
   return value === undefined ? [] : [`,${JSON.stringify(name)}:${JSON.stringify(value)}`];
 }
 
-/** One path segment, percent-encoded; dots too, so that `.` and `..` stay a key. */
+/** One path segment, percent-encoded (`.` and `..`, which would change the path, are refused
+ * as keys before any URL is made). */
 function segment(s: string): string {
-  return encodeURIComponent(s).replaceAll(".", "%2E");
+  return encodeURIComponent(s);
 }
 
 function settled(status: Status): boolean {
-  return TERMINAL.has(status) || WAITING_FOR_A_PERSON.has(status);
+  return SETTLED.has(status);
 }
 
 /** Milliseconds from a Retry-After value (seconds, or an HTTP date). */
@@ -238,7 +270,7 @@ function retryAfter(value: string | null): number | null {
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : null;
 }
 
-function problemOf(status: number, text: string): ApiError | InvalidIntent {
+function problemOf(status: number, text: string): ApiError {
   let doc: Record<string, unknown> = {};
   try {
     const parsed: unknown = JSON.parse(text);
@@ -250,9 +282,6 @@ function problemOf(status: number, text: string): ApiError | InvalidIntent {
   }
   const detail = typeof doc.detail === "string" ? doc.detail : text.slice(0, 512);
   const field = typeof doc.field === "string" ? doc.field : null;
-  if ((status === 400 || status === 422) && field !== null) {
-    return new InvalidIntent(field, detail);
-  }
   return new ApiError(status, typeof doc.title === "string" ? doc.title : "", detail, field);
 }
 

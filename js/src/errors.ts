@@ -34,22 +34,29 @@ export class ConfigError extends FieldError {
   override name = "ConfigError";
 }
 
-/** The key already names an intent with another request; nothing was written. */
+/**
+ * The key already names an intent of this tenant with another request; nothing was written.
+ * Never retry as is: choose another key, or resend the original request.
+ */
 export class KeyConflict extends OnceboxError {
   override name = "KeyConflict";
+  /** The field at fault. */
+  readonly field = "idempotency_key";
   /**
-   * @param key The idempotency key.
+   * @param idempotencyKey The idempotency key.
+   * @param existingId The id of the intent the key names.
+   * @param existingHash The request hash the key was recorded with.
    * @param submittedHash The request hash of this submit.
-   * @param recordedHash The request hash the key was recorded with.
    */
   constructor(
-    readonly key: string,
+    readonly idempotencyKey: string,
+    readonly existingId: string,
+    readonly existingHash: string,
     readonly submittedHash: string,
-    readonly recordedHash: string,
   ) {
     super(
-      `idempotency key ${JSON.stringify(key)} already names another request ` +
-        `(recorded ${recordedHash}, submitted ${submittedHash}): use a new key for a new request`,
+      `idempotency key ${JSON.stringify(idempotencyKey)} already names intent ${existingId} with ` +
+        `request hash ${existingHash}; this request's hash is ${submittedHash}`,
     );
   }
 }
@@ -57,13 +64,14 @@ export class KeyConflict extends OnceboxError {
 /** An intent as an outcome error carries it: the HTTP API's view of it. */
 export interface OutcomeIntent {
   idempotencyKey: string;
+  action: string;
   status: string;
   error: unknown;
 }
 
 /** A tool call whose intent did not succeed: `intent` says how it stands. */
-export class IntentError extends OnceboxError {
-  override name = "IntentError";
+export class NotSucceeded extends OnceboxError {
+  override name = "NotSucceeded";
   /**
    * @param intent The intent as last seen.
    * @param message What happened, for a person (and a model).
@@ -72,36 +80,49 @@ export class IntentError extends OnceboxError {
     readonly intent: OutcomeIntent,
     message: string,
   ) {
-    super(message);
+    super(`intent ${JSON.stringify(intent.idempotencyKey)} (${intent.action}): ${message}`);
   }
 }
 
-/** The intent ended `failed` or `expired`: the destination refused it, or its time ran out. */
-export class IntentFailed extends IntentError {
+/** The intent failed for good (`failed`, or `expired` before an attempt). */
+export class IntentFailed extends NotSucceeded {
   override name = "IntentFailed";
 }
 
 /** The intent was cancelled before it was sent. */
-export class IntentCancelled extends IntentError {
+export class IntentCancelled extends NotSucceeded {
   override name = "IntentCancelled";
 }
 
-/** The outcome is unknown and a person must decide (`needs_review`). */
-export class NeedsReview extends IntentError {
+/** Its outcome is unknown and a person must decide (`needs_review`): do not act again until they have. */
+export class NeedsReview extends NotSucceeded {
   override name = "NeedsReview";
 }
 
-/** The intent waits for people to approve it; nothing was sent. Call again later. */
-export class AwaitingApproval extends IntentError {
+/**
+ * It waits for people to approve it (its action's approval policy): nothing was sent. Not slow,
+ * not failed: tell the user, and look again later with the same call (the same key finds it).
+ */
+export class AwaitingApproval extends NotSucceeded {
   override name = "AwaitingApproval";
 }
 
-/** A person rejected the intent; it was never sent. */
-export class Rejected extends IntentError {
+/** A person rejected it while it awaited approval: it was never sent, and never will be. */
+export class Rejected extends NotSucceeded {
   override name = "Rejected";
 }
 
-/** The wait ended before the intent settled. Call again later: it is the same intent. */
-export class WaitTimeout extends IntentError {
+/** The intent was not settled within the wait; it goes on by itself. Call again later. */
+export class WaitTimeout extends NotSucceeded {
   override name = "WaitTimeout";
 }
+
+/** The error class of each ending the core names (`facts().statuses[].ending.error`). */
+export const ENDING_ERRORS: Readonly<Record<string, new (intent: OutcomeIntent, message: string) => NotSucceeded>> = {
+  IntentFailed,
+  IntentCancelled,
+  NeedsReview,
+  AwaitingApproval,
+  Rejected,
+  WaitTimeout,
+};

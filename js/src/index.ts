@@ -3,14 +3,17 @@
 export { Intake, type IntakeOptions, type NewIntent, type Prepared, principalOf } from "./intake.js";
 export { type Json, jsonText } from "./json.js";
 export {
+  type CallIdentityOptions,
   businessKey,
+  callIdentity,
   canonicalJson,
   deliveryKey,
   requestHash,
   stepKey,
   validateKey,
 } from "./keys.js";
-export { type Intent, type Status, type Submitted, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
+export { type Intent, SETTLED, STATUSES, type Status, type Submitted, TERMINAL, WAITING_FOR_A_PERSON } from "./model.js";
+export { FACTS, type Facts } from "./native.js";
 export { type DrizzleExecutor, type Queryable, type SubmitOptions, submit } from "./submit.js";
 export {
   ApiError,
@@ -25,11 +28,11 @@ export {
   ConfigError,
   FieldError,
   IntentCancelled,
-  IntentError,
   IntentFailed,
   InvalidIntent,
   KeyConflict,
   NeedsReview,
+  NotSucceeded,
   OnceboxError,
   Rejected,
   WaitTimeout,

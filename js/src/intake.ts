@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 
 import { type Json, jsonText } from "./json.js";
-import { type NativePrepared, type NativeRules, call, native } from "./native.js";
+import { type NativeCallIdentity, type NativeRules, call, native } from "./native.js";
 
 /** One intent's fields, as `Intake.prepare` checks them. */
 export interface NewIntent {
@@ -52,7 +52,7 @@ export function principalOf(name: string): string {
  */
 export class Intake {
   private constructor(
-    readonly rules: NativeRules,
+    private readonly rules: NativeRules,
     /** The submitter this intake records (`user:NAME`), if it names one. */
     readonly principal: string | null,
   ) {}
@@ -83,17 +83,17 @@ export class Intake {
   /** Checks every field and returns what the intent is recorded as (`InvalidIntent` names the field). */
   prepare(intent: NewIntent): Prepared {
     const argumentsJson = jsonText(intent.arguments, "arguments");
-    const p: NativePrepared = call(() =>
-      this.rules.prepare(
-        intent.tenant,
-        intent.key,
-        intent.action,
-        argumentsJson,
-        intent.businessRef ?? null,
-        intent.runId ?? null,
-        intent.step ?? null,
-        intent.orderingKey ?? null,
-      ),
+    const p = call(() =>
+      this.rules.prepare({
+        tenant: intent.tenant,
+        key: intent.key,
+        action: intent.action,
+        arguments: argumentsJson,
+        ...optional("businessRef", intent.businessRef),
+        ...optional("runId", intent.runId),
+        ...optional("step", intent.step),
+        ...optional("orderingKey", intent.orderingKey),
+      }),
     );
     return {
       argumentsJson,
@@ -109,4 +109,28 @@ export class Intake {
   lane(action: string): { destination: string; skipFailed: boolean } {
     return call(() => this.rules.lane(action));
   }
+
+  /** Whether a submit whose key names a recorded intent repeats its request (also across a
+   * rotation of redaction keys). */
+  isReplay(action: string, prepared: Prepared, recordedHash: string, recordedPayload: string): boolean {
+    return call(() =>
+      this.rules.isReplay({
+        action,
+        arguments: prepared.argumentsJson,
+        submittedHash: prepared.requestHash,
+        recordedHash,
+        recordedPayload,
+      }),
+    );
+  }
+
+  /** The identity of a call of `action` with `arguments` that names no key and no run. */
+  callIdentity(action: string, args: Json | string): NativeCallIdentity {
+    return call(() => this.rules.callIdentity(action, jsonText(args, "arguments")));
+  }
+}
+
+/** `{ [name]: value }` when `value` is a string, else nothing: the addon's optional fields. */
+function optional<K extends string>(name: K, value: string | null | undefined): Partial<Record<K, string>> {
+  return value == null ? {} : ({ [name]: value } as Partial<Record<K, string>>);
 }

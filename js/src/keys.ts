@@ -1,5 +1,5 @@
 import { type Json, jsonText } from "./json.js";
-import { call, native } from "./native.js";
+import { type NativeCallIdentity, call, native } from "./native.js";
 
 /** Throws `InvalidIntent` (field `idempotency_key`) for a key oncebox cannot use. */
 export function validateKey(key: string): void {
@@ -44,4 +44,36 @@ export function canonicalJson(document: Json | string): string {
 /** The request hash of `action` with `args` as given, without redaction. */
 export function requestHash(action: string, args: Json | string): string {
   return call(() => native.requestHash(action, jsonText(args, "arguments")));
+}
+
+/** How a tool call that names no key and no run is identified. */
+export interface CallIdentityOptions {
+  /** The tool (the action). */
+  tool: string;
+  /** Its arguments. */
+  arguments: Json | string;
+  /** JSON pointers to the arguments that identify the call; all of them when absent. */
+  pointers?: readonly string[];
+  /** Within how many seconds an identical call is the same intent (at least 1; a day by default). */
+  window?: number;
+}
+
+/**
+ * The identity of a tool call that names no key and no run, as the tool wrapper, the Python
+ * package and the MCP gateway derive it: one intent per dedupe window, from its first call.
+ * `keysAt(unixSeconds)` gives the key of the window a time falls in and of the one before it;
+ * `keyFor(unixSeconds, previousCreated)` the key a call then takes.
+ */
+export function callIdentity(options: CallIdentityOptions): NativeCallIdentity {
+  const { tool, pointers, window = 86_400 } = options;
+  const text = jsonText(options.arguments, "arguments");
+  return call(
+    () =>
+      new native.CallIdentity({
+        tool,
+        arguments: text,
+        ...(pointers === undefined ? {} : { pointers: [...pointers] }),
+        window,
+      }),
+  );
 }

@@ -1,31 +1,20 @@
-/** Where an intent stands (the journal's `status`). */
-export type Status =
-  | "awaiting_approval"
-  | "pending"
-  | "in_flight"
-  | "unknown"
-  | "reconciling"
-  | "needs_review"
-  | "succeeded"
-  | "failed"
-  | "cancelled"
-  | "expired"
-  | "rejected";
+import { FACTS, type Status } from "./native.js";
 
-/** The statuses that never change again. */
-export const TERMINAL: ReadonlySet<Status> = new Set([
-  "succeeded",
-  "failed",
-  "cancelled",
-  "expired",
-  "rejected",
-]);
+export type { Status };
 
-/** The statuses only a person moves on. */
-export const WAITING_FOR_A_PERSON: ReadonlySet<Status> = new Set([
-  "needs_review",
-  "awaiting_approval",
-]);
+/** Every status, in the core's order. */
+export const STATUSES: readonly Status[] = FACTS.statuses.map((s) => s.status);
+
+/** The statuses that never change again (from the core). */
+export const TERMINAL: ReadonlySet<Status> = new Set(FACTS.statuses.filter((s) => s.terminal).map((s) => s.status));
+
+/** The statuses only a person moves on (from the core). */
+export const WAITING_FOR_A_PERSON: ReadonlySet<Status> = new Set(
+  FACTS.statuses.filter((s) => s.waitsForAPerson).map((s) => s.status),
+);
+
+/** Terminal, or waiting for a person: nothing more happens by itself (from the core). */
+export const SETTLED: ReadonlySet<Status> = new Set(FACTS.statuses.filter((s) => s.settled).map((s) => s.status));
 
 /** One intent, as the journal holds it. */
 export interface Intent {

@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { KeyConflict, InvalidIntent, OnceboxError } from "./errors.js";
 import { Intake, type NewIntent, type Prepared, principalOf } from "./intake.js";
 import type { Intent, Status, Submitted } from "./model.js";
-import { native } from "./native.js";
+import { FACTS, STATEMENTS } from "./native.js";
 
 /**
  * A node-postgres `Client` or `PoolClient` (or anything with its `query(config)`), inside the
@@ -63,7 +63,7 @@ export interface SubmitOptions extends NewIntent {
   principal?: string;
 }
 
-const statements = native.statements();
+const statements = STATEMENTS;
 
 /**
  * Each statement is prepared once per connection under a name of its own (the text's hash in
@@ -100,10 +100,11 @@ export async function submit(
     throw new InvalidIntent("deadline", "must be a valid Date");
   }
   const client = isDrizzle(connection) ? await overDrizzle(connection) : connection;
-  const [name, text, values] =
+  const values = params(options, prepared, deadline, notify);
+  const [name, text] =
     options.orderingKey == null
-      ? [NAMES.submit, statements.submit, params(options, prepared, deadline, notify)]
-      : [NAMES.submitOrdered, statements.submitOrdered, orderedParams(options, prepared, deadline, notify)];
+      ? [NAMES.submit, statements.submit]
+      : [NAMES.submitOrdered, statements.submitOrdered];
   const inserted = (await client.query({ name, text, values, types: RAW })).rows[0];
   if (inserted !== undefined) {
     return { intent: created(options, prepared, deadline, inserted), created: true };
@@ -123,54 +124,48 @@ export async function submit(
     );
   }
   const recordedHash = str(existing.request_hash);
-  const replay = config.rules.isReplay(
-    options.action,
-    prepared.argumentsJson,
-    prepared.requestHash,
-    recordedHash,
-    json(existing.payload),
-  );
+  const replay = config.isReplay(options.action, prepared, recordedHash, json(existing.payload));
   if (!replay) {
-    throw new KeyConflict(options.key, prepared.requestHash, recordedHash);
+    throw new KeyConflict(options.key, str(existing.id), recordedHash, prepared.requestHash);
   }
   return { intent: fromRow(existing), created: false };
 }
 
-/** The fifteen parameters of the submit statement, in the Rust store's order. */
-function params(o: SubmitOptions, p: Prepared, deadline: Date | null, notify: boolean): unknown[] {
-  return [
-    o.tenant,
-    o.key,
-    o.action,
-    p.requestHash,
-    p.payload,
-    o.businessRef ?? null,
-    o.runId ?? null,
-    o.step ?? null,
-    deadline,
-    p.redacted ? p.argumentsJson : null,
-    p.approvals,
-    p.approvalWindow,
-    o.principal == null ? o.config.principal : principalOf(o.principal),
-    notify,
-    statements.outboxChannel,
-  ];
-}
-
 /**
- * The eighteen parameters of the ordered submit, numbered as they first appear in it: the tenant,
- * then the lane (ordering key, destination, whether it skips a failed head), then the rest of
- * the submit statement's, in their order.
+ * The submit statement's parameters, by the names the core lists them in their order
+ * (`oncebox_sql::SUBMIT_PARAMS`, and `SUBMIT_ORDERED_PARAMS` for an intent with an ordering key):
+ * adding a field to the statement adds it to that list, and a name this package does not fill
+ * is an error here rather than a shifted parameter.
  */
-function orderedParams(
-  o: SubmitOptions,
-  p: Prepared,
-  deadline: Date | null,
-  notify: boolean,
-): unknown[] {
-  const lane = o.config.lane(o.action);
-  const [tenant, ...rest] = params(o, p, deadline, notify);
-  return [tenant, o.orderingKey, lane.destination, lane.skipFailed, ...rest];
+function params(o: SubmitOptions, p: Prepared, deadline: Date | null, notify: boolean): unknown[] {
+  const ordered = o.orderingKey != null;
+  const lane = ordered ? o.config.lane(o.action) : null;
+  const values: Record<string, unknown> = {
+    tenant: o.tenant,
+    key: o.key,
+    action: o.action,
+    request_hash: p.requestHash,
+    payload: p.payload,
+    business_ref: o.businessRef ?? null,
+    run_id: o.runId ?? null,
+    step: o.step ?? null,
+    deadline,
+    delivery_arguments: p.redacted ? p.argumentsJson : null,
+    approvals: p.approvals,
+    approval_window: p.approvalWindow,
+    submitted_by: o.principal == null ? o.config.principal : principalOf(o.principal),
+    notify,
+    channel: statements.outboxChannel,
+    ordering_key: o.orderingKey ?? null,
+    destination: lane?.destination ?? null,
+    skip_failed: lane?.skipFailed ?? null,
+  };
+  return (ordered ? FACTS.submitOrderedParams : FACTS.submitParams).map((name) => {
+    if (!(name in values)) {
+      throw new OnceboxError(`the submit statement takes a parameter this package does not fill: ${name}`);
+    }
+    return values[name];
+  });
 }
 
 function created(

@@ -1,15 +1,8 @@
 import { ApiError, type Client, type RemoteIntent } from "./client.js";
-import {
-  AwaitingApproval,
-  IntentCancelled,
-  IntentFailed,
-  NeedsReview,
-  Rejected,
-  WaitTimeout,
-} from "./errors.js";
+import { ENDING_ERRORS, OnceboxError } from "./errors.js";
 import { type Json, jsonText } from "./json.js";
 import { stepKey } from "./keys.js";
-import { call, native } from "./native.js";
+import { FACTS, call, native } from "./native.js";
 
 /** Where a tool call comes from: the agent's run (`session`) and the step within it. */
 export interface ToolContext {
@@ -33,27 +26,22 @@ export interface ToolOptions {
   dedupeWindow?: number;
 }
 
-/** The succeeded intent, or the typed error its ending calls for. */
+/** The succeeded intent, or the typed error its ending calls for (the core's `Status::ending`). */
 export function outcome(intent: RemoteIntent): RemoteIntent {
-  switch (intent.status) {
-    case "succeeded":
-      return intent;
-    case "failed":
-    case "expired": {
-      const detail = (intent.error as { detail?: unknown } | null)?.detail;
-      throw new IntentFailed(intent, `${intent.status}${typeof detail === "string" ? `: ${detail}` : ""}`);
-    }
-    case "cancelled":
-      throw new IntentCancelled(intent, "cancelled before it was sent");
-    case "needs_review":
-      throw new NeedsReview(intent, "outcome unknown; a person must decide (oncebox ops show)");
-    case "awaiting_approval":
-      throw new AwaitingApproval(intent, "awaits approval by people; nothing was sent (call again later)");
-    case "rejected":
-      throw new Rejected(intent, "rejected by a person; it was never sent");
-    default:
-      throw new WaitTimeout(intent, `still ${intent.status} when the wait ended; call again later`);
+  const ending = FACTS.statuses.find((s) => s.status === intent.status)?.ending;
+  if (ending === undefined) {
+    return intent;
   }
+  let message = ending.message.replaceAll("{status}", intent.status);
+  const detail = (intent.error as { detail?: unknown } | null)?.detail;
+  if (ending.withDetail && typeof detail === "string" && detail !== "") {
+    message = `${message}: ${detail}`;
+  }
+  const error = ENDING_ERRORS[ending.error];
+  if (error === undefined) {
+    throw new OnceboxError(`the core names an ending this package does not know: ${ending.error}`);
+  }
+  throw new error(intent, message);
 }
 
 /**
@@ -69,7 +57,7 @@ export function onceboxTool(
   action: string,
   options: ToolOptions,
 ): { execute: (args: Json, ctx?: ToolContext) => Promise<RemoteIntent> } {
-  const timeoutMs = options.timeoutMs ?? 30_000;
+  const timeoutMs = options.timeoutMs ?? FACTS.clientDefaults.toolWaitMs;
   const client = options.via;
   return {
     async execute(args: Json, ctx: ToolContext = {}): Promise<RemoteIntent> {
@@ -81,7 +69,13 @@ export function onceboxTool(
       }
       const text = jsonText(args, "arguments");
       const identity = call(
-        () => new native.CallIdentity(action, text, options.key ?? null, options.dedupeWindow ?? 86_400),
+        () =>
+          new native.CallIdentity({
+            tool: action,
+            arguments: text,
+            ...(options.key === undefined ? {} : { pointers: options.key }),
+            window: options.dedupeWindow ?? 86_400,
+          }),
       );
       const at = Date.now() / 1000;
       const [current, previous] = identity.keysAt(at);

@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 
 import { RunContext } from "@openai/agents";
 
-import { AwaitingApproval, Client, IntentFailed, deliveryKey, onceboxTool, stepKey } from "../src/index.js";
+import { AwaitingApproval, Client, IntentFailed, deliveryKey, onceboxTool, stepKey } from "oncebox";
 import { Proc, Scratch, freePort, oncebox } from "./support.js";
 
 const example = join(dirname(fileURLToPath(import.meta.url)), "..", "examples", "agent-loop.js");

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Intake, deliveryKey, submit } from "../src/index.js";
+import { Intake, deliveryKey, submit } from "oncebox";
 import { Proc, Scratch, freePort, waitUntil } from "./support.js";
 
 test("20 intents from TypeScript are delivered once each by a worker", async () => {

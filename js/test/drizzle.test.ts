@@ -8,7 +8,7 @@ import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 
-import { Intake, KeyConflict, submit } from "../src/index.js";
+import { Intake, KeyConflict, submit } from "oncebox";
 import { Scratch } from "./support.js";
 
 const intake = Intake.fromToml(`[actions.pay]

@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import canonicalize from "canonicalize";
 
-import { InvalidIntent, type Json, canonicalJson, requestHash, stepKey } from "../src/index.js";
+import { InvalidIntent, type Json, canonicalJson, requestHash, stepKey } from "oncebox";
 import { oncebox } from "./support.js";
 
 /** A small seeded generator (mulberry32): the same documents every run. */

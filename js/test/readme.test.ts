@@ -7,9 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
-import { Scratch } from "./support.js";
-
-const js = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+import { JS as js, Scratch } from "./support.js";
 
 test("the repository README's TypeScript lines are the package README's", () => {
   const top = readFileSync(join(js, "..", "README.md"), "utf8");
@@ -33,9 +31,8 @@ test("the README's submit example runs as written", async () => {
   const db = await Scratch.create("readme");
   try {
     await db.scalar("CREATE TABLE orders (id text PRIMARY KEY, total numeric)");
-    // Inside the package, so that "oncebox" resolves to it (a self-reference) and "pg" to its
-    // dependency.
-    const dir = join(js, "build", "readme");
+    // Beside the compiled tests, so that "oncebox" and "pg" resolve as the tests' own imports do.
+    const dir = join(dirname(fileURLToPath(import.meta.url)), "..", "readme");
     mkdirSync(dir, { recursive: true });
     writeFileSync(
       join(dir, "oncebox.toml"),

@@ -6,9 +6,9 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
+import { JS } from "./support.js";
 
-const runner = fileURLToPath(new URL("../../scripts/test.mjs", import.meta.url));
+const runner = join(JS, "scripts", "test.mjs");
 
 test("the test runner fails when no compiled test is there to run", () => {
   const dir = mkdtempSync(join(tmpdir(), "oncebox-runner-"));

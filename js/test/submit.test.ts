@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 
 import type pg from "pg";
 
-import { Intake, InvalidIntent, KeyConflict, type Queryable, submit } from "../src/index.js";
+import { Intake, InvalidIntent, KeyConflict, type Queryable, submit } from "oncebox";
 import { Scratch, oncebox } from "./support.js";
 
 const CONFIG = `
@@ -90,7 +90,7 @@ test("a replay returns the intent; another request under the key conflicts and w
     inTransaction((c) => submit(c, { tenant: "acme", key: "r1", action: "pay", arguments: { amount: "6.00" }, config: intake })),
     (e) =>
       e instanceof KeyConflict &&
-      e.recordedHash === first.intent.requestHash &&
+      e.existingHash === first.intent.requestHash && e.existingId === first.intent.id &&
       e.submittedHash !== first.intent.requestHash,
   );
   assert.equal(await count("r1"), 1);

@@ -7,7 +7,16 @@ import { promisify } from "node:util";
 
 import pg from "pg";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+/**
+ * The repository: ONCEBOX_REPO when the tests run from a project that installed the packed
+ * package (scripts/js-tests.sh), else the checkout the compiled tests sit in (js/build/test).
+ */
+export const REPO = process.env.ONCEBOX_REPO ?? join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+/** The package's sources in the repository. */
+export const JS = join(REPO, "js");
+
+const root = REPO;
 
 /** The oncebox binary the Rust tests built (ONCEBOX_BIN overrides). */
 export const BIN = process.env.ONCEBOX_BIN ?? join(root, "target", "debug", "oncebox");

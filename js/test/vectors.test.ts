@@ -4,8 +4,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { deliveryKey } from "../src/index.js";
-import { native } from "../src/native.js";
+import { type Json, callIdentity, deliveryKey } from "oncebox";
+import { join } from "node:path";
+
+import { REPO } from "./support.js";
 
 interface Vectors {
   delivery_key: { tenant: string; key: string; delivery_key: string }[];
@@ -22,7 +24,7 @@ interface Vectors {
 }
 
 const vectors = JSON.parse(
-  readFileSync(new URL("../../../crates/oncebox-core/vectors/keys.json", import.meta.url), "utf8"),
+  readFileSync(join(REPO, "crates", "oncebox-core", "vectors", "keys.json"), "utf8"),
 ) as Vectors;
 
 test("delivery keys match the vectors", () => {
@@ -35,7 +37,7 @@ test("delivery keys match the vectors", () => {
 test("call identities match the vectors", () => {
   assert.ok(vectors.call_identity.length > 0);
   for (const v of vectors.call_identity) {
-    const identity = new native.CallIdentity(v.tool, JSON.stringify(v.arguments), v.pointers, v.window);
+    const identity = callIdentity({ tool: v.tool, arguments: v.arguments as Json, window: v.window, ...(v.pointers === null ? {} : { pointers: v.pointers }) });
     assert.deepEqual(identity.keysAt(v.at), v.keys_at, JSON.stringify(v));
     assert.equal(identity.keyFor(v.at, v.previous_created), v.key, JSON.stringify(v));
   }

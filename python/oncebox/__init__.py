@@ -43,7 +43,7 @@ from ._keys import (
     step_key,
     validate_key,
 )
-from ._model import Intent, Status, Submitted
+from ._model import SETTLED, TERMINAL, WAITING_FOR_A_PERSON, Intent, Status, Submitted
 from ._submit import submit, submit_async
 from .tool import AsyncTool, Database, Http, Tool, Via, async_tool, outcome, tool
 
@@ -63,6 +63,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SETTLED",
+    "TERMINAL",
+    "WAITING_FOR_A_PERSON",
     "ApiError",
     "AsyncClient",
     "AsyncTool",

@@ -1,18 +1,42 @@
 """The exceptions of oncebox, one hierarchy for the binding, the HTTP client and the tool wrapper.
 
-The native module holds the root, ``OnceboxError``, and the two it raises itself,
-``InvalidIntent`` and ``ConfigError``; the rest are built on them here, so Rust's refusals and
-Python's are caught alike.
+Defined here, once: the native module raises ``InvalidIntent`` and ``ConfigError`` by importing
+these very classes (PyO3's ``import_exception!``), so Rust's refusals and Python's are caught
+alike. The classes a tool call raises for each ending are named by the core (``ENDINGS``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._native import ConfigError, InvalidIntent, OnceboxError
-
 if TYPE_CHECKING:
     from ._model import Intent
+
+
+class OnceboxError(Exception):
+    """The base of every error oncebox raises."""
+
+
+class InvalidIntent(OnceboxError, ValueError):
+    """A field of an intent is not acceptable; nothing was written. Never retry as is."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        """The field at fault: ``idempotency_key``, ``action``, ``arguments/amount``..."""
+        self.reason = reason
+        """What is wrong and what to do instead."""
+
+
+class ConfigError(OnceboxError, ValueError):
+    """The TOML configuration (or the redaction keys) cannot be used."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        """The dotted path of the field (``destinations.billing.timeout``), or line and column."""
+        self.reason = reason
+        """What is wrong."""
 
 
 class KeyConflict(OnceboxError):
@@ -102,6 +126,16 @@ class Rejected(NotSucceeded):
 class WaitTimeout(NotSucceeded):
     """The intent was not settled within the wait; it goes on by itself. Call again later."""
 
+
+#: The exception of each ending the core names (``oncebox._native.ENDINGS``).
+ENDING_ERRORS: dict[str, type[NotSucceeded]] = {
+    "IntentFailed": IntentFailed,
+    "IntentCancelled": IntentCancelled,
+    "NeedsReview": NeedsReview,
+    "AwaitingApproval": AwaitingApproval,
+    "Rejected": Rejected,
+    "WaitTimeout": WaitTimeout,
+}
 
 __all__ = [
     "ApiError",

@@ -6,11 +6,34 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import _native
 from ._errors import InvalidIntent
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired, Unpack
+
+    from ._model import Submitted
+    from ._submit import AsyncConn, SyncConn
+
+
+class IntentFields(TypedDict):
+    """What ``Intake.submit`` takes besides the connection (as ``oncebox.submit`` does)."""
+
+    tenant: str
+    key: str
+    action: str
+    arguments: Mapping[str, Any]
+    business_ref: NotRequired[str | None]
+    run_id: NotRequired[str | None]
+    step: NotRequired[str | None]
+    deadline: NotRequired[datetime | None]
+    notify: NotRequired[bool]
+    ordering_key: NotRequired[str | None]
+    principal: NotRequired[str | None]
 
 
 class Config:
@@ -20,6 +43,14 @@ class Config:
 
     def __init__(self, native: _native.Config) -> None:
         self._native = native
+        self._intake: Intake | None = None
+
+    def intake(self) -> Intake:
+        """The intake of this configuration with the redaction keys of the environment, built
+        once: what ``submit(config=...)`` uses when given a ``Config``."""
+        if self._intake is None:
+            self._intake = Intake(self)
+        return self._intake
 
     @classmethod
     def from_toml(cls, text: str) -> Config:
@@ -74,7 +105,7 @@ class Intake:
         self, config: Config, redaction_keys: str | None = None, principal: str | None = None
     ) -> None:
         self.config = config
-        self._rules = _native.Rules(config._native, redaction_keys)
+        self._rules = _native.Rules(config._native, redaction_keys=redaction_keys)
         self.principal: str | None = None if principal is None else _native.principal(principal)
         """The submitter this intake records (``user:NAME``), if it names one."""
 
@@ -100,27 +131,35 @@ class Intake:
         Raises ``InvalidIntent`` naming the field.
         """
         text = arguments_json(arguments)
-        payload, redacted, request_hash, approvals, window = self._rules.prepare(
-            tenant, key, action, text, business_ref, run_id, step, ordering_key
+        p = self._rules.prepare(
+            tenant=tenant,
+            key=key,
+            action=action,
+            arguments=text,
+            business_ref=business_ref,
+            run_id=run_id,
+            step=step,
+            ordering_key=ordering_key,
         )
-        return Prepared(text, payload, redacted, request_hash, approvals, window)
+        return Prepared(text, p.payload, p.redacted, p.request_hash, p.approvals, p.approval_window)
 
-    def lane(self, action: str) -> tuple[str, bool]:
-        """The lane ``action``'s intents with an ordering key queue in: the destination's name,
-        and whether its lanes go on past a failed head (``on_failure = "skip"``)."""
+    def lane(self, action: str) -> _native.Lane:
+        """The lane ``action``'s intents with an ordering key queue in: the destination's name
+        (``destination``), and whether its lanes go on past a failed head (``skip_failed``,
+        ``on_failure = "skip"``)."""
         return self._rules.lane(action)
 
     def call_identity(self, action: str, arguments: Mapping[str, Any]) -> _native.CallIdentity:
         """The identity of a call of ``action`` with ``arguments`` that names no key and no
         run: its ``[actions.X.tool]`` key and dedupe window (all the arguments and a day
         without one), as the MCP gateway identifies it."""
-        return self._rules.call_identity(action, arguments_json(arguments))
+        return self._rules.call_identity(action=action, arguments=arguments_json(arguments))
 
     def recorded(self, action: str, arguments: Mapping[str, Any]) -> Prepared:
         """What ``action`` with ``arguments`` is recorded as (``oncebox hash --config``)."""
         text = arguments_json(arguments)
-        payload, redacted, request_hash = self._rules.recorded(action, text)
-        return Prepared(text, payload, redacted, request_hash)
+        p = self._rules.recorded(action=action, arguments=text)
+        return Prepared(text, p.payload, p.redacted, p.request_hash)
 
     def is_replay(
         self, action: str, prepared: Prepared, recorded_hash: str, recorded_payload: Any
@@ -128,12 +167,25 @@ class Intake:
         """Whether a submit whose key names a recorded intent repeats its request (also
         across a rotation of redaction keys)."""
         return self._rules.is_replay(
-            action,
-            prepared.arguments_json,
-            prepared.request_hash,
-            recorded_hash,
-            json.dumps(recorded_payload, ensure_ascii=False),
+            action=action,
+            arguments=prepared.arguments_json,
+            submitted_hash=prepared.request_hash,
+            recorded_hash=recorded_hash,
+            recorded_payload=json.dumps(recorded_payload, ensure_ascii=False),
         )
+
+    def submit(self, conn: SyncConn, **intent: Unpack[IntentFields]) -> Submitted:
+        """``oncebox.submit(conn, ..., config=self)``: records an intent in the journal and the
+        outbox inside the caller's open transaction (see there), with this intake's rules."""
+        from ._submit import submit
+
+        return submit(conn, config=self, **intent)
+
+    async def submit_async(self, conn: AsyncConn, **intent: Unpack[IntentFields]) -> Submitted:
+        """``oncebox.submit_async(conn, ..., config=self)``: ``submit`` for an async connection."""
+        from ._submit import submit_async
+
+        return await submit_async(conn, config=self, **intent)
 
 
 def arguments_json(arguments: Any, field: str = "arguments") -> str:

@@ -2,44 +2,24 @@
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import _native
 
-class Status(str, enum.Enum):
-    """Where an intent stands (the journal's statuses)."""
+#: Where an intent stands: the journal's statuses, a ``str`` enum made by the native module
+#: from oncebox-core's list (``Status.SUCCEEDED == "succeeded"``).
+Status = _native.Status
 
-    AWAITING_APPROVAL = "awaiting_approval"
-    PENDING = "pending"
-    IN_FLIGHT = "in_flight"
-    UNKNOWN = "unknown"
-    RECONCILING = "reconciling"
-    NEEDS_REVIEW = "needs_review"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    REJECTED = "rejected"
-
-    @property
-    def is_terminal(self) -> bool:
-        """Nothing more happens to it, by itself or by a person."""
-        return self in (
-            Status.SUCCEEDED,
-            Status.FAILED,
-            Status.CANCELLED,
-            Status.EXPIRED,
-            Status.REJECTED,
-        )
-
-    @property
-    def is_settled(self) -> bool:
-        """Terminal, or waiting for a person: nothing more happens by itself."""
-        return self.is_terminal or self in (Status.NEEDS_REVIEW, Status.AWAITING_APPROVAL)
+#: The statuses that never change again (from the core).
+TERMINAL: frozenset[Status] = _native.TERMINAL
+#: Terminal, or waiting for a person: nothing more happens by itself (from the core).
+SETTLED: frozenset[Status] = _native.SETTLED
+#: The statuses only a person moves on (from the core).
+WAITING_FOR_A_PERSON: frozenset[Status] = _native.WAITING_FOR_A_PERSON
 
 
 @dataclass(frozen=True)
@@ -72,7 +52,7 @@ class Intent:
     @property
     def is_settled(self) -> bool:
         """Terminal, or waiting for a person."""
-        return self.status.is_settled
+        return self.status in SETTLED
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Intent:

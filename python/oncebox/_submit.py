@@ -182,7 +182,7 @@ class _Call:
         principal: str | None = None,
     ) -> _Call:
         """Validates, redacts and hashes the intent (``InvalidIntent`` before any statement)."""
-        intake = config if isinstance(config, Intake) else Intake(config)
+        intake = config if isinstance(config, Intake) else config.intake()
         prepared = intake.prepare(
             tenant=tenant,
             key=key,
@@ -214,56 +214,45 @@ class _Call:
         return SUBMIT_PYFORMAT if self.ordering_key is None else SUBMIT_ORDERED_PYFORMAT
 
     def params(self, notify: bool) -> dict[str, Any]:
-        """The fifteen parameters of the submit statement, in the Rust store's order.
+        """The submit statement's parameters (``p1``, ``p2``…), filled by the names the core
+        lists them in their order (``SUBMIT_PARAMS``; ``SUBMIT_ORDERED_PARAMS`` for an intent
+        with an ordering key): a name this package does not fill is an error here, not a
+        shifted parameter.
 
         JSON goes as the Rust-made text: psycopg sends a ``str`` untyped, and the server reads
         it as the ``jsonb`` its column or cast asks for.
         """
         p = self.prepared
+        values: dict[str, Any] = {
+            "tenant": self.tenant,
+            "key": self.key,
+            "action": self.action,
+            "request_hash": p.request_hash,
+            "payload": p.payload_json,
+            "business_ref": self.business_ref,
+            "run_id": self.run_id,
+            "step": self.step,
+            "deadline": self.deadline,
+            "delivery_arguments": p.arguments_json if p.redacted else None,
+            "approvals": p.approvals,
+            "approval_window": p.approval_window,
+            "submitted_by": self.submitter,
+            "notify": notify,
+            "channel": _native.OUTBOX_CHANNEL,
+        }
+        names = _native.SUBMIT_PARAMS
         if self.ordering_key is not None:
-            return self.ordered_params(notify)
-        return {
-            "p1": self.tenant,
-            "p2": self.key,
-            "p3": self.action,
-            "p4": p.request_hash,
-            "p5": p.payload_json,
-            "p6": self.business_ref,
-            "p7": self.run_id,
-            "p8": self.step,
-            "p9": self.deadline,
-            "p10": p.arguments_json if p.redacted else None,
-            "p11": p.approvals,
-            "p12": p.approval_window,
-            "p13": self.submitter,
-            "p14": notify,
-            "p15": _native.OUTBOX_CHANNEL,
-        }
-
-    def ordered_params(self, notify: bool) -> dict[str, Any]:
-        """The eighteen parameters of the ordered submit, numbered as they first appear in it."""
-        p = self.prepared
-        destination, skip_failed = self.intake.lane(self.action)
-        return {
-            "p1": self.tenant,
-            "p2": self.ordering_key,
-            "p3": destination,
-            "p4": skip_failed,
-            "p5": self.key,
-            "p6": self.action,
-            "p7": p.request_hash,
-            "p8": p.payload_json,
-            "p9": self.business_ref,
-            "p10": self.run_id,
-            "p11": self.step,
-            "p12": self.deadline,
-            "p13": p.arguments_json if p.redacted else None,
-            "p14": p.approvals,
-            "p15": p.approval_window,
-            "p16": self.submitter,
-            "p17": notify,
-            "p18": _native.OUTBOX_CHANNEL,
-        }
+            lane = self.intake.lane(self.action)
+            values |= {
+                "ordering_key": self.ordering_key,
+                "destination": lane.destination,
+                "skip_failed": lane.skip_failed,
+            }
+            names = _native.SUBMIT_ORDERED_PARAMS
+        missing = [name for name in names if name not in values]
+        if missing:
+            raise OnceboxError(f"the submit statement takes parameters not filled: {missing}")
+        return {f"p{n}": values[name] for n, name in enumerate(names, start=1)}
 
     def created(self, intent_id: int, created_at: datetime, status: str) -> Submitted:
         import json

@@ -25,19 +25,22 @@ from ._errors import ApiError, InvalidIntent, TransportError
 from ._intake import arguments_json
 from ._model import Intent, Status, Submitted
 
+#: The clients' defaults, from the core (the same in Rust, Python and TypeScript).
+_DEFAULTS = _native.CLIENT_DEFAULTS
+
 #: The longest single long-poll the server allows, in seconds.
-MAX_WAIT_SECONDS = 60
+MAX_WAIT_SECONDS = _DEFAULTS.max_wait
 
 
 @dataclass(frozen=True)
 class RetryConfig:
     """How transport failures, 5xx and 429 answers are retried."""
 
-    max_attempts: int = 6
+    max_attempts: int = _DEFAULTS.attempts
     """Tries in all, the first included; at least 1."""
-    min_delay: float = 0.1
+    min_delay: float = _DEFAULTS.min_delay
     """The first backoff in seconds, doubled for each further one, with full jitter."""
-    max_delay: float = 5.0
+    max_delay: float = _DEFAULTS.max_delay
     """The largest backoff, and the most a server's ``Retry-After`` is waited for."""
 
     def delays(self) -> Iterator[float]:
@@ -165,7 +168,7 @@ class Client(_Shared):
         token: str,
         *,
         retry: RetryConfig | None = None,
-        timeout: float = 30.0,
+        timeout: float = _DEFAULTS.timeout,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(base_url, token, retry, timeout)
@@ -271,7 +274,7 @@ class AsyncClient(_Shared):
         token: str,
         *,
         retry: RetryConfig | None = None,
-        timeout: float = 30.0,
+        timeout: float = _DEFAULTS.timeout,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(base_url, token, retry, timeout)

@@ -28,18 +28,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, cast
 
 from . import _native
-from ._errors import (
-    ApiError,
-    AwaitingApproval,
-    IntentCancelled,
-    IntentFailed,
-    NeedsReview,
-    Rejected,
-    WaitTimeout,
-)
+from ._errors import ENDING_ERRORS, ApiError, OnceboxError
 from ._intake import Config, Intake, arguments_json
 from ._keys import step_key
-from ._model import Intent, Status
+from ._model import Intent
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
@@ -167,24 +159,19 @@ class Database:
 
 
 def outcome(intent: Intent) -> Intent:
-    """``intent`` when it succeeded; otherwise the exception its ending calls for."""
-    status = intent.status
-    if status is Status.SUCCEEDED:
+    """``intent`` when it succeeded; otherwise the exception its ending calls for (the core's
+    ``Status::ending``: the class and the message, the same in every language)."""
+    ending = _native.ENDINGS.get(intent.status.value)
+    if ending is None:
         return intent
-    if status in (Status.FAILED, Status.EXPIRED):
-        detail = (intent.error or {}).get("detail", "")
-        raise IntentFailed(intent, f"{status.value}: {detail}".rstrip(": "))
-    if status is Status.CANCELLED:
-        raise IntentCancelled(intent, "cancelled before it was sent")
-    if status is Status.NEEDS_REVIEW:
-        raise NeedsReview(intent, "outcome unknown; a person must decide (oncebox ops show)")
-    if status is Status.AWAITING_APPROVAL:
-        raise AwaitingApproval(
-            intent, "awaits approval by people; nothing was sent (call again later)"
-        )
-    if status is Status.REJECTED:
-        raise Rejected(intent, "rejected by a person; it was never sent")
-    raise WaitTimeout(intent, f"still {status.value} when the wait ended; call again later")
+    message = ending.message.replace("{status}", intent.status.value)
+    detail = (intent.error or {}).get("detail")
+    if ending.with_detail and isinstance(detail, str) and detail:
+        message = f"{message}: {detail}"
+    error = ENDING_ERRORS.get(ending.error)
+    if error is None:
+        raise OnceboxError(f"the core names an ending this package does not know: {ending.error}")
+    raise error(intent, message)
 
 
 class Identified:
@@ -203,7 +190,9 @@ class Identified:
         if self.key is None and self.dedupe_window is None and isinstance(intake, Intake):
             return intake.call_identity(self.action, arguments)
         window = 86400.0 if self.dedupe_window is None else self.dedupe_window
-        return _native.CallIdentity(self.action, arguments_json(arguments), self.key, window)
+        return _native.CallIdentity(
+            tool=self.action, arguments=arguments_json(arguments), pointers=self.key, window=window
+        )
 
 
 def window_key(identity: _native.CallIdentity, at: float, prior: Intent | None) -> str:
@@ -314,7 +303,7 @@ def tool(
     action: str,
     *,
     via: Via | Client,
-    timeout: float = 30.0,
+    timeout: float = _native.CLIENT_DEFAULTS.tool_wait,
     key: Sequence[str] | None = None,
     dedupe_window: float | None = None,
 ) -> Callable[[Callable[P, Mapping[str, Any]]], Tool[P]]:
@@ -338,7 +327,7 @@ def async_tool(
     action: str,
     *,
     via: AsyncClient,
-    timeout: float = 30.0,
+    timeout: float = _native.CLIENT_DEFAULTS.tool_wait,
     key: Sequence[str] | None = None,
     dedupe_window: float | None = None,
 ) -> Callable[[Callable[P, Mapping[str, Any]]], AsyncTool[P]]:

@@ -164,14 +164,14 @@ def test_a_hashing_rule_needs_a_key_and_redaction_matches_the_binary(
 
 
 def test_the_native_module_holds_and_raises_the_package_exceptions() -> None:
-    """The classes the Rust code raises are the package's own, with no lookup by name: caught as
-    ``oncebox.InvalidIntent`` / ``ConfigError``, as ``OnceboxError`` and as ``ValueError``."""
-    from oncebox import _native
+    """The classes the Rust code raises are the package's own, defined once in Python and
+    imported by the native module: caught as ``oncebox.InvalidIntent`` / ``ConfigError``, as
+    ``OnceboxError`` and as ``ValueError``."""
+    from oncebox import _errors
 
-    assert oncebox.InvalidIntent is _native.InvalidIntent
-    assert oncebox.ConfigError is _native.ConfigError
-    assert oncebox.OnceboxError is _native.OnceboxError
-    assert issubclass(oncebox.KeyConflict, _native.OnceboxError)
+    assert oncebox.InvalidIntent is _errors.InvalidIntent
+    assert oncebox.ConfigError is _errors.ConfigError
+    assert issubclass(oncebox.KeyConflict, _errors.OnceboxError)
     with pytest.raises(oncebox.InvalidIntent) as invalid:
         oncebox.validate_key("")
     assert invalid.value.field == "idempotency_key"

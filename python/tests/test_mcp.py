@@ -339,7 +339,7 @@ def test_a_call_without_key_or_run_has_the_identity_python_computes(services: Se
     services.worker()
     url = services.serve()
     token = services.token("acme")
-    identity = oncebox._native.CallIdentity("create_invoice", json.dumps(INVOICE))
+    identity = oncebox._native.CallIdentity(tool="create_invoice", arguments=json.dumps(INVOICE))
 
     async def main() -> list[str]:
         keys = []

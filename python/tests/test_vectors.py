@@ -26,7 +26,10 @@ def test_delivery_keys_match_the_vectors() -> None:
 def test_call_identities_match_the_vectors() -> None:
     for v in vectors("call_identity"):
         identity = oncebox._native.CallIdentity(
-            v["tool"], json.dumps(v["arguments"]), v["pointers"], float(v["window"])
+            tool=v["tool"],
+            arguments=json.dumps(v["arguments"]),
+            pointers=v["pointers"],
+            window=float(v["window"]),
         )
         assert list(identity.keys_at(v["at"])) == v["keys_at"], v
         assert identity.key_for(v["at"], v["previous_created"]) == v["key"], v

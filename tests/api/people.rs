@@ -89,7 +89,14 @@ async fn submit_as_sam_everywhere(api: &Api) -> Vec<&'static str> {
     let pool = sqlx::PgPool::connect(&api.db_url).await.expect("pool");
     let mut tx = pool.begin().await.expect("begin");
     let arguments = json!({"amount": "5000.00"});
-    let intent = oncebox_core::NewIntent::new("tenant-a", "via-library", "payout", arguments);
+    let intent = oncebox_core::NewIntent::new(
+        oncebox_core::IntentNames {
+            tenant_id: "tenant-a",
+            idempotency_key: "via-library",
+            action: "payout",
+        },
+        arguments,
+    );
     intake.submit(&mut tx, intent).await.expect("submit");
     tx.commit().await.expect("commit");
     // The CLI, with --principal.

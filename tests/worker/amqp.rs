@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::json;
 
 use crate::broker::*;
@@ -24,7 +24,14 @@ async fn five_thousand_intents_over_amqp_are_applied_exactly_once_across_connect
             env.intake
                 .submit(
                     &mut tx,
-                    NewIntent::new("t1", format!("bus-{i}"), "create_invoice", json!({"n": i})),
+                    NewIntent::new(
+                        IntentNames {
+                            tenant_id: "t1",
+                            idempotency_key: &format!("bus-{i}"),
+                            action: "create_invoice",
+                        },
+                        json!({"n": i}),
+                    ),
                 )
                 .await
                 .expect("submit");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::json;
 
 use crate::env::*;
@@ -160,9 +160,11 @@ async fn an_open_breaker_lets_only_probes_through_and_closes_when_the_receiver_r
     // Meanwhile another destination delivers as usual.
     for i in 0..10 {
         env.submit(NewIntent::new(
-            "t1",
-            format!("doc-{i}"),
-            "send_document",
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: &format!("doc-{i}"),
+                action: "send_document",
+            },
             json!({"n": i}),
         ))
         .await;

@@ -54,9 +54,11 @@ async fn deliveries_held_back_at_non_key_destinations_spend_no_attempt_and_go_on
     for i in 0..4 {
         for action in ["archive", "notify"] {
             env.submit(oncebox_core::NewIntent::new(
-                "t1",
-                format!("{action}-{i}"),
-                action,
+                oncebox_core::IntentNames {
+                    tenant_id: "t1",
+                    idempotency_key: &format!("{action}-{i}"),
+                    action,
+                },
                 json!({"n": i}),
             ))
             .await;
@@ -65,9 +67,11 @@ async fn deliveries_held_back_at_non_key_destinations_spend_no_attempt_and_go_on
     // The first charge is answered 503 (not executed): the breaker opens, and the others are
     // held back until its probe succeeds.
     env.submit(oncebox_core::NewIntent::new(
-        "t1",
-        "charge-0",
-        "charge",
+        oncebox_core::IntentNames {
+            tenant_id: "t1",
+            idempotency_key: "charge-0",
+            action: "charge",
+        },
         json!({"n": 0, "faults": ["503:0", "ok"]}),
     ))
     .await;
@@ -87,9 +91,11 @@ async fn deliveries_held_back_at_non_key_destinations_spend_no_attempt_and_go_on
     .await;
     for i in 1..4 {
         env.submit(oncebox_core::NewIntent::new(
-            "t1",
-            format!("charge-{i}"),
-            "charge",
+            oncebox_core::IntentNames {
+                tenant_id: "t1",
+                idempotency_key: &format!("charge-{i}"),
+                action: "charge",
+            },
             json!({"n": i}),
         ))
         .await;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::{Value, json};
 
 use crate::env::*;
@@ -23,9 +23,11 @@ async fn retry_after_deadline_and_exhausted_attempts() {
     env.submit(NewIntent {
         deadline: Some(SystemTime::now() + Duration::from_millis(1500)),
         ..NewIntent::new(
-            "t1",
-            "deadline",
-            "create_invoice",
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: "deadline",
+                action: "create_invoice",
+            },
             json!({"faults": ["503:5", "ok"]}),
         )
     })

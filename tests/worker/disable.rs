@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::{Value, json};
 
 use crate::broker::*;
@@ -143,9 +143,11 @@ async fn disabling_any_destination_holds_its_deliveries_until_it_is_enabled() {
     for (_, action) in DESTINATIONS {
         for i in 0..3 {
             env.submit(NewIntent::new(
-                "t1",
-                format!("{action}-{i}"),
-                action,
+                IntentNames {
+                    tenant_id: "t1",
+                    idempotency_key: &format!("{action}-{i}"),
+                    action,
+                },
                 json!({"n": i}),
             ))
             .await;
@@ -154,7 +156,14 @@ async fn disabling_any_destination_holds_its_deliveries_until_it_is_enabled() {
     // One more whose deadline comes while its destination is disabled.
     env.submit(NewIntent {
         deadline: Some(std::time::SystemTime::now() + Duration::from_secs(3)),
-        ..NewIntent::new("t1", "late", "create_invoice", json!({"n": 9}))
+        ..NewIntent::new(
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: "late",
+                action: "create_invoice",
+            },
+            json!({"n": 9}),
+        )
     })
     .await;
     let metrics = free_addr();

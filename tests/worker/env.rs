@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
 use oncebox_core::redact::RedactionKeys;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_receiver::{Receiver, ReceiverConfig};
 use oncebox_store::Intake;
 use serde_json::Value;
@@ -60,9 +60,16 @@ impl Env {
     }
 
     /// Submits `create_invoice` for tenant `t1` under `key`.
-    pub(crate) async fn intent(&self, key: impl Into<String>, arguments: Value) {
-        self.submit(NewIntent::new("t1", key, "create_invoice", arguments))
-            .await;
+    pub(crate) async fn intent(&self, key: impl AsRef<str>, arguments: Value) {
+        self.submit(NewIntent::new(
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: key.as_ref(),
+                action: "create_invoice",
+            },
+            arguments,
+        ))
+        .await;
     }
 
     pub(crate) async fn submit(&self, intent: NewIntent) {

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_receiver::Receiver;
 use serde_json::json;
 
@@ -30,9 +30,11 @@ async fn hundred_paced(env: &Env, rx: &Receiver, tenant: &str, prefix: &str) -> 
     for i in 0..100 {
         let key = format!("{prefix}-{i}");
         env.submit(NewIntent::new(
-            tenant,
-            key.clone(),
-            "create_invoice",
+            IntentNames {
+                tenant_id: tenant,
+                idempotency_key: &key,
+                action: "create_invoice",
+            },
             json!({"n": i, "faults": [format!("slow:{RECEIVER_MS}")]}),
         ))
         .await;
@@ -162,9 +164,11 @@ async fn the_worker_goes_round_the_tenants_claim_after_claim() {
                 .submit(
                     &mut tx,
                     NewIntent::new(
-                        format!("t{t}"),
-                        format!("k-{i}"),
-                        "create_invoice",
+                        IntentNames {
+                            tenant_id: &format!("t{t}"),
+                            idempotency_key: &format!("k-{i}"),
+                            action: "create_invoice",
+                        },
                         json!({"n": i}),
                     ),
                 )

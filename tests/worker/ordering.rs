@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_receiver::{Fault, Receiver, Seen};
 use serde_json::{Value, json};
 
@@ -29,9 +29,11 @@ fn lane_intent(lane: usize, n: usize) -> NewIntent {
     NewIntent {
         ordering_key: Some(format!("account-{lane}")),
         ..NewIntent::new(
-            "t1",
-            format!("lane{lane}-{n}"),
-            "create_invoice",
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: &format!("lane{lane}-{n}"),
+                action: "create_invoice",
+            },
             json!({"lane": lane, "n": n, "faults": faults}),
         )
     }
@@ -218,9 +220,11 @@ async fn a_failed_head_blocks_its_lane_until_an_operator_skips_it() {
     let ordered = |key: &str, lane: &str, faults: Value| NewIntent {
         ordering_key: Some(lane.into()),
         ..NewIntent::new(
-            "t1",
-            key,
-            "create_invoice",
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: key,
+                action: "create_invoice",
+            },
             json!({"k": key, "faults": faults}),
         )
     };
@@ -315,7 +319,14 @@ async fn a_running_worker_repairs_a_lane_left_waiting_on_an_empty_number() {
     let env = Env::new("lane_repair", &config(&rx.url(), "key", "")).await;
     let ordered = |key: &str| NewIntent {
         ordering_key: Some("A".into()),
-        ..NewIntent::new("t1", key, "create_invoice", json!({"k": key}))
+        ..NewIntent::new(
+            IntentNames {
+                tenant_id: "t1",
+                idempotency_key: key,
+                action: "create_invoice",
+            },
+            json!({"k": key}),
+        )
     };
     env.submit(ordered("a-1")).await;
     let worker = env.worker("w1", &[], "3s");

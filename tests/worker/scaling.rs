@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::json;
 
 use crate::env::*;
@@ -32,9 +32,11 @@ async fn scaling_the_pool_up_and_down_loses_and_duplicates_nothing() {
                 .submit(
                     &mut tx,
                     NewIntent::new(
-                        "t1",
-                        format!("scale-{i}"),
-                        "create_invoice",
+                        IntentNames {
+                            tenant_id: "t1",
+                            idempotency_key: &format!("scale-{i}"),
+                            action: "create_invoice",
+                        },
                         json!({"n": i, "faults": ["slow:20"]}),
                     ),
                 )

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use serde_json::{Value, json};
 use sqlx::Row;
 
@@ -70,17 +70,21 @@ async fn two_tenants_with_one_key_get_two_effects_and_each_its_own_answer() {
     let env = Env::new("tenants", &two_destinations(&billing.url(), &archive.url())).await;
     for (tenant, amount) in [("t1", "100.00"), ("t2", "999.00")] {
         env.submit(NewIntent::new(
-            tenant,
-            "invoice-o-1",
-            "create_invoice",
+            IntentNames {
+                tenant_id: tenant,
+                idempotency_key: "invoice-o-1",
+                action: "create_invoice",
+            },
             json!({"amount": amount}),
         ))
         .await;
         // The archive executes and drops its answer: the outcome is looked up by key.
         env.submit(NewIntent::new(
-            tenant,
-            "doc-1",
-            "archive",
+            IntentNames {
+                tenant_id: tenant,
+                idempotency_key: "doc-1",
+                action: "archive",
+            },
             json!({"amount": amount, "faults": ["drop"]}),
         ))
         .await;
@@ -136,9 +140,11 @@ async fn two_tenants_with_one_key_over_amqp_are_two_messages_each_applied_once()
     let env = Env::new("amqp_tenants", &amqp_config("", &queue)).await;
     for (tenant, n) in [("t1", 1), ("t2", 2)] {
         env.submit(NewIntent::new(
-            tenant,
-            "bus-1",
-            "create_invoice",
+            IntentNames {
+                tenant_id: tenant,
+                idempotency_key: "bus-1",
+                action: "create_invoice",
+            },
             json!({"n": n}),
         ))
         .await;

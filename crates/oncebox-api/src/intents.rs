@@ -32,7 +32,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, Problem> {
         .ok_or_else(|| bad("the Idempotency-Key header is required".into()))?
         .to_str()
         .map_err(|_| bad("Idempotency-Key must be printable ASCII".into()))?;
-    oncebox_core::key::parse_key_header(raw).map_err(bad)
+    oncebox_core::key::parse_key_header(raw).map_err(|e| bad(e.to_string()))
 }
 
 /// A new intent: the action, its arguments, and what the caller wants recorded with it.

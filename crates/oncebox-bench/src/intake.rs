@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::Intake;
 use oncebox_store::scratch::ScratchDb;
 use serde_json::{Value, json};
@@ -263,8 +263,14 @@ pub(crate) async fn measure(
                 let mut tx = conn.begin().await?;
                 match &load {
                     Load::Oncebox(intake) => {
-                        let intent =
-                            NewIntent::new("tenant-42", key, "create_invoice", payload.clone());
+                        let intent = NewIntent::new(
+                            IntentNames {
+                                tenant_id: "tenant-42",
+                                idempotency_key: &key,
+                                action: "create_invoice",
+                            },
+                            payload.clone(),
+                        );
                         intake.submit(&mut tx, intent).await?;
                     }
                     Load::RawSql => {

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::Intake;
 use oncebox_store::scratch::ScratchDb;
 use oncebox_worker::Routes;
@@ -38,9 +38,11 @@ async fn fill(pool: &PgPool, intake: &Intake, a: &LanesArgs, ordered: bool) -> a
             let intent = NewIntent {
                 ordering_key: ordered.then(|| format!("lane-{lane}")),
                 ..NewIntent::new(
-                    "bench",
-                    format!("l{lane}-{n}"),
-                    "noop",
+                    IntentNames {
+                        tenant_id: "bench",
+                        idempotency_key: &format!("l{lane}-{n}"),
+                        action: "noop",
+                    },
                     json!({"lane": lane, "n": n, "faults": [format!("slow:{}", a.receiver_ms)]}),
                 )
             };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_receiver::Receiver;
 use oncebox_store::Intake;
 use serde_json::json;
@@ -79,7 +79,16 @@ pub(crate) type IntentOf = Arc<dyn Fn(String, usize) -> NewIntent + Send + Sync>
 
 /// Intents of tenant `bench` for the action `noop`, the `i`th with the arguments `{"n": i}`.
 pub(crate) fn noop_intents() -> IntentOf {
-    Arc::new(|key, i| NewIntent::new("bench", key, "noop", json!({"n": i})))
+    Arc::new(|key, i| {
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "bench",
+                idempotency_key: &key,
+                action: "noop",
+            },
+            json!({"n": i}),
+        )
+    })
 }
 
 /// How one point is offered: its warm-up, its measured window, its submitters and what each

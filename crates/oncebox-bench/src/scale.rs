@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use oncebox_core::NewIntent;
 use oncebox_core::config::Config;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::{Intake, Phase, TenantCursor};
 use oncebox_worker::Routes;
 use serde_json::json;
@@ -126,7 +126,14 @@ impl Spread {
         };
         NewIntent {
             ordering_key: (self.lanes > 0).then(|| format!("lane-{}", i % self.lanes)),
-            ..NewIntent::new(tenant, key, action, json!({"n": i}))
+            ..NewIntent::new(
+                IntentNames {
+                    tenant_id: &tenant,
+                    idempotency_key: &key,
+                    action: &action,
+                },
+                json!({"n": i}),
+            )
         }
     }
 }

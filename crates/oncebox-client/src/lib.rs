@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use chrono::{DateTime, Utc};
+use oncebox_core::CLIENT_DEFAULTS;
 use oncebox_core::retry::RetryAfter;
 use reqwest::{Method, StatusCode, Url};
 use serde::{Deserialize, Serialize};
@@ -48,7 +49,7 @@ pub struct HttpGuideDoctests;
 pub struct RustGuideDoctests;
 
 /// Longest single long-poll the server allows, in seconds.
-const MAX_WAIT_SECS: u64 = 60;
+const MAX_WAIT_SECS: u64 = CLIENT_DEFAULTS.max_wait_secs;
 
 /// How transport failures, 5xx and 429 answers are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +65,9 @@ pub struct RetryConfig {
 impl Default for RetryConfig {
     fn default() -> RetryConfig {
         RetryConfig {
-            max_attempts: 6,
-            min_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(5),
+            max_attempts: CLIENT_DEFAULTS.attempts as usize,
+            min_delay: CLIENT_DEFAULTS.min_delay,
+            max_delay: CLIENT_DEFAULTS.max_delay,
         }
     }
 }
@@ -101,7 +102,7 @@ pub enum ClientError {
     /// The client was given something it cannot use.
     #[error("invalid {field}: {message}")]
     Invalid {
-        /// What was invalid (`base_url`, `key`, `token`).
+        /// What was invalid (`base_url`, `idempotency_key`, `token`).
         field: &'static str,
         /// Why.
         message: String,
@@ -328,7 +329,7 @@ impl Client {
             token: token.to_owned(),
             http,
             retry: RetryConfig::default(),
-            timeout: Duration::from_secs(30),
+            timeout: CLIENT_DEFAULTS.timeout,
         })
     }
 
@@ -609,7 +610,7 @@ fn unexpected(url: &Url, status: StatusCode, bytes: &[u8]) -> ClientError {
 
 fn check_key(key: &str) -> Result<(), ClientError> {
     oncebox_core::validate_key(key).map_err(|e| ClientError::Invalid {
-        field: "key",
+        field: "idempotency_key",
         message: e.to_string(),
     })
 }
@@ -669,7 +670,10 @@ mod tests {
         );
         assert!(matches!(
             check_key("a b"),
-            Err(ClientError::Invalid { field: "key", .. })
+            Err(ClientError::Invalid {
+                field: "idempotency_key",
+                ..
+            })
         ));
     }
 

@@ -15,21 +15,33 @@ const UNITS: [(&str, u64); 5] = [
     ("ms", 1),
 ];
 
+/// Why a duration was refused; its message says what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// The text does not start with a whole number.
+    #[error("{0:?} is not a duration such as \"250ms\", \"10s\", \"5m\" or \"1h\"")]
+    NotANumber(String),
+    /// The number has no unit, or one that is not `ms`, `s`, `m`, `h` or `d`.
+    #[error("{0:?} has no unit; write it like \"250ms\", \"10s\", \"5m\" or \"1h\"")]
+    NoUnit(String),
+    /// The duration is zero where zero means nothing.
+    #[error("{0:?}: must be more than zero")]
+    Zero(String),
+}
+
 /// Parses "250ms", "10s", "5m", "1h", "30d" (a whole number and a unit).
 ///
 /// # Errors
-/// A message saying what is accepted.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// [`DurationError`], whose message says what is accepted.
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| {
-        format!("{text:?} is not a duration such as \"250ms\", \"10s\", \"5m\" or \"1h\"")
-    })?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| DurationError::NotANumber(text.to_owned()))?;
     let Some((_, ms)) = UNITS.iter().find(|(u, _)| *u == unit) else {
-        return Err(format!(
-            "{text:?} has no unit; write it like \"250ms\", \"10s\", \"5m\" or \"1h\""
-        ));
+        return Err(DurationError::NoUnit(text.to_owned()));
     };
     Ok(Duration::from_millis(n.saturating_mul(*ms)))
 }
@@ -61,9 +73,9 @@ impl HumanDuration {
 }
 
 impl FromStr for HumanDuration {
-    type Err = String;
+    type Err = DurationError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, DurationError> {
         parse_duration(s).map(HumanDuration)
     }
 }
@@ -118,11 +130,11 @@ impl NonZeroDuration {
 }
 
 impl FromStr for NonZeroDuration {
-    type Err = String;
+    type Err = DurationError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, DurationError> {
         let d = parse_duration(s)?;
-        NonZeroDuration::new(d).ok_or_else(|| format!("{s:?}: must be more than zero"))
+        NonZeroDuration::new(d).ok_or_else(|| DurationError::Zero(s.to_owned()))
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::hash::{canonical_json, request_hash};
-use crate::intent::NewIntent;
+use crate::intent::{IntentNames, NewIntent};
 use crate::json;
 use crate::key::{parse_key_header, validate_key};
 use crate::redact::{self, HashWith, RedactMode, RedactRule, RedactionKey};
@@ -39,7 +39,14 @@ pub fn intake_json(data: &[u8]) {
     let Ok(arguments) = json::parse(data) else {
         return;
     };
-    let intent = NewIntent::new("tenant", "key", "action", arguments.clone());
+    let intent = NewIntent::new(
+        IntentNames {
+            tenant_id: "tenant",
+            idempotency_key: "key",
+            action: "action",
+        },
+        arguments.clone(),
+    );
     if intent.validate().is_err() {
         return;
     }

@@ -384,6 +384,7 @@ impl Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intent::IntentNames;
     use crate::redact::{RedactMode, RedactionKey};
     use serde_json::json;
 
@@ -482,17 +483,38 @@ mod tests {
     #[test]
     fn prepare_checks_the_intent_then_the_action() {
         let rules = hashing_card(Some(RedactionKeys::new(key("a"), [])));
-        let bad_key = NewIntent::new("t", "has space", "pay", json!({}));
+        let bad_key = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "has space",
+                action: "pay",
+            },
+            json!({}),
+        );
         assert_eq!(
             rules.prepare(&bad_key).expect_err("bad key").field,
             "idempotency_key"
         );
-        let unknown = NewIntent::new("t", "k", "refund", json!({}));
+        let unknown = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "k",
+                action: "refund",
+            },
+            json!({}),
+        );
         let err = rules.prepare(&unknown).expect_err("unknown action");
         assert_eq!(err.field, "action");
         assert!(err.reason.contains("configured: pay"), "{}", err.reason);
         let ok = rules
-            .prepare(&NewIntent::new("t", "k", "pay", json!({"card": "4111"})))
+            .prepare(&NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: "k",
+                    action: "pay",
+                },
+                json!({"card": "4111"}),
+            ))
             .expect("valid");
         assert!(ok.redacted);
         assert_ne!(ok.payload["card"], json!("4111"));
@@ -517,17 +539,38 @@ idempotency = "key"
         )
         .expect("valid config");
         let rules = Rules::new(&config, None).expect("nothing hashes");
-        let wrong = NewIntent::new("t", "k", "pay", json!({"amount": 5}));
+        let wrong = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "k",
+                action: "pay",
+            },
+            json!({"amount": 5}),
+        );
         assert_eq!(
             rules.prepare(&wrong).expect_err("type").field,
             "arguments/amount"
         );
-        let missing = NewIntent::new("t", "k", "pay", json!({}));
+        let missing = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "k",
+                action: "pay",
+            },
+            json!({}),
+        );
         assert_eq!(
             rules.prepare(&missing).expect_err("required").field,
             "arguments"
         );
-        let right = NewIntent::new("t", "k", "pay", json!({"amount": "5.00"}));
+        let right = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "k",
+                action: "pay",
+            },
+            json!({"amount": "5.00"}),
+        );
         assert!(rules.prepare(&right).is_ok());
         assert!(rules.schema("pay").is_some());
     }

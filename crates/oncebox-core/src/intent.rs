@@ -42,18 +42,37 @@ pub struct NewIntent {
     pub ordering_key: Option<String>,
 }
 
+/// The three names that identify an intent, by name: who owns it, its key and what it does.
+///
+/// They are all strings, so [`NewIntent::new`] takes them by field name rather than by position,
+/// where a tenant and a key could swap unnoticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntentNames<'a> {
+    /// The owner of the intent; keys are unique per tenant.
+    pub tenant_id: &'a str,
+    /// The stable idempotency key.
+    pub idempotency_key: &'a str,
+    /// The configured action, such as `create_invoice`.
+    pub action: &'a str,
+}
+
 impl NewIntent {
     /// An intent with no optional fields set.
-    pub fn new(
-        tenant_id: impl Into<String>,
-        idempotency_key: impl Into<String>,
-        action: impl Into<String>,
-        arguments: Value,
-    ) -> Self {
+    ///
+    /// ```
+    /// use oncebox_core::{IntentNames, NewIntent};
+    ///
+    /// let intent = NewIntent::new(
+    ///     IntentNames { tenant_id: "acme", idempotency_key: "order-42", action: "create_invoice" },
+    ///     serde_json::json!({ "amount_cents": 1200 }),
+    /// );
+    /// assert_eq!(intent.idempotency_key, "order-42");
+    /// ```
+    pub fn new(names: IntentNames<'_>, arguments: Value) -> Self {
         NewIntent {
-            tenant_id: tenant_id.into(),
-            idempotency_key: idempotency_key.into(),
-            action: action.into(),
+            tenant_id: names.tenant_id.to_owned(),
+            idempotency_key: names.idempotency_key.to_owned(),
+            action: names.action.to_owned(),
             arguments,
             business_ref: None,
             run_id: None,
@@ -141,9 +160,11 @@ mod tests {
 
     fn ok() -> NewIntent {
         NewIntent::new(
-            "tenant-42",
-            "order-8172",
-            "create_invoice",
+            IntentNames {
+                tenant_id: "tenant-42",
+                idempotency_key: "order-8172",
+                action: "create_invoice",
+            },
             json!({"amount": "12.00"}),
         )
     }

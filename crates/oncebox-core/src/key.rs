@@ -77,27 +77,44 @@ pub fn validate_token(value: &str, max: usize) -> Result<(), KeyError> {
     Ok(())
 }
 
+/// Why an `Idempotency-Key` header was refused; the message is worded for a 400's detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyHeaderError {
+    /// A quoted value has no closing quote.
+    #[error("unterminated sf-string")]
+    Unterminated,
+    /// A backslash is followed by something other than `"` or `\`.
+    #[error("invalid escape in sf-string")]
+    BadEscape,
+    /// A quote inside a quoted value is not escaped.
+    #[error("unescaped quote in sf-string")]
+    UnescapedQuote,
+    /// The key itself is not valid.
+    #[error("Idempotency-Key {0}")]
+    Key(#[from] KeyError),
+}
+
 /// Parses the value of an `Idempotency-Key` header: a bare token, or an RFC 8941 sf-string
 /// (`"..."` with `\"` and `\\` escapes), surrounding spaces ignored; the key must then be
 /// valid ([`validate_key`]).
 ///
 /// # Errors
-/// What is wrong, in words for a 400's detail.
-pub fn parse_key_header(raw: &str) -> Result<String, String> {
+/// [`KeyHeaderError`], worded for a 400's detail.
+pub fn parse_key_header(raw: &str) -> Result<String, KeyHeaderError> {
     let raw = raw.trim();
     let key = if let Some(inner) = raw.strip_prefix('"') {
         let inner = inner
             .strip_suffix('"')
-            .ok_or_else(|| "unterminated sf-string".to_owned())?;
+            .ok_or(KeyHeaderError::Unterminated)?;
         let mut out = String::with_capacity(inner.len());
         let mut chars = inner.chars();
         while let Some(c) = chars.next() {
             match c {
                 '\\' => match chars.next() {
                     Some(e @ ('"' | '\\')) => out.push(e),
-                    _ => return Err("invalid escape in sf-string".into()),
+                    _ => return Err(KeyHeaderError::BadEscape),
                 },
-                '"' => return Err("unescaped quote in sf-string".into()),
+                '"' => return Err(KeyHeaderError::UnescapedQuote),
                 c => out.push(c),
             }
         }
@@ -105,7 +122,7 @@ pub fn parse_key_header(raw: &str) -> Result<String, String> {
     } else {
         raw.to_owned()
     };
-    validate_key(&key).map_err(|e| format!("Idempotency-Key {e}"))?;
+    validate_key(&key)?;
     Ok(key)
 }
 

@@ -22,6 +22,7 @@
 //! - [`duration`]: durations as people write them (`250ms`, `10s`), zero-free where it matters.
 //! - [`principal`]: who submitted an intent and who decided on it, as the audit log names them.
 
+pub mod clients;
 pub mod config;
 pub mod delivery_key;
 pub mod duration;
@@ -40,9 +41,10 @@ pub mod retry;
 pub mod schema;
 pub mod status;
 
+pub use clients::{CLIENT_DEFAULTS, ClientDefaults, Ending};
 pub use delivery_key::{KeyForm, delivery_key};
 pub use hash::{canonical_json, request_hash};
-pub use intent::{InvalidIntent, NewIntent};
+pub use intent::{IntentNames, InvalidIntent, NewIntent};
 pub use key::{CallIdentity, business_key, step_key, validate_key};
 pub use outcome::{AttemptError, AttemptKind, DeliveryOutcome, ErrorCode};
 pub use principal::Principal;

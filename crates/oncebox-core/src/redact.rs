@@ -42,13 +42,41 @@ impl fmt::Debug for RedactionKey {
     }
 }
 
+/// Why a redaction key, or the list of them, was refused. No message echoes a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RedactionKeyError {
+    /// The id is empty, too long or holds a character outside `A-Z a-z 0-9 . _ -`.
+    #[error("key id {0:?} must be 1–32 characters of A-Z a-z 0-9 . _ -")]
+    BadId(String),
+    /// The secret is shorter than [`MIN_SECRET_BYTES`].
+    #[error("the secret of key {id:?} has {len} bytes; at least {MIN_SECRET_BYTES} are needed")]
+    ShortSecret {
+        /// The key's id.
+        id: String,
+        /// The secret's length in bytes.
+        len: usize,
+    },
+    /// An entry of the list has no `:` between id and secret (entries count from 1).
+    #[error("entry {0} is not id:secret")]
+    NotIdSecret(usize),
+    /// Two entries share an id.
+    #[error("key id {0:?} appears twice")]
+    DuplicateId(String),
+    /// The environment variable is not valid UTF-8.
+    #[error("{} is not valid UTF-8", RedactionKeys::ENV)]
+    NotUnicode,
+    /// The environment variable holds a list that does not parse.
+    #[error("{env}: {0}", env = RedactionKeys::ENV)]
+    InEnv(Box<RedactionKeyError>),
+}
+
 impl RedactionKey {
     /// A key with id `id` (1–32 of `A-Z a-z 0-9 . _ -`) and a secret of at least
     /// [`MIN_SECRET_BYTES`] bytes.
     ///
     /// # Errors
-    /// Says which part is wrong (never echoing the secret).
-    pub fn new(id: &str, secret: impl Into<Vec<u8>>) -> Result<RedactionKey, String> {
+    /// [`RedactionKeyError`] saying which part is wrong (never echoing the secret).
+    pub fn new(id: &str, secret: impl Into<Vec<u8>>) -> Result<RedactionKey, RedactionKeyError> {
         let secret = secret.into();
         if id.is_empty()
             || id.len() > 32
@@ -56,15 +84,13 @@ impl RedactionKey {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         {
-            return Err(format!(
-                "key id {id:?} must be 1–32 characters of A-Z a-z 0-9 . _ -"
-            ));
+            return Err(RedactionKeyError::BadId(id.to_owned()));
         }
         if secret.len() < MIN_SECRET_BYTES {
-            return Err(format!(
-                "the secret of key {id:?} has {} bytes; at least {MIN_SECRET_BYTES} are needed",
-                secret.len()
-            ));
+            return Err(RedactionKeyError::ShortSecret {
+                id: id.to_owned(),
+                len: secret.len(),
+            });
         }
         Ok(RedactionKey {
             id: id.to_owned(),
@@ -100,16 +126,16 @@ impl RedactionKeys {
     /// Parses the [`Self::ENV`] format.
     ///
     /// # Errors
-    /// Says what is wrong with which entry, never echoing a secret.
-    pub fn parse(text: &str) -> Result<RedactionKeys, String> {
+    /// [`RedactionKeyError`] saying what is wrong with which entry, never echoing a secret.
+    pub fn parse(text: &str) -> Result<RedactionKeys, RedactionKeyError> {
         let mut keys = Vec::new();
         for (n, entry) in text.split(',').map(str::trim).enumerate() {
             let (id, secret) = entry
                 .split_once(':')
-                .ok_or_else(|| format!("entry {} is not id:secret", n + 1))?;
+                .ok_or(RedactionKeyError::NotIdSecret(n + 1))?;
             let key = RedactionKey::new(id.trim(), secret.as_bytes())?;
             if keys.iter().any(|k: &RedactionKey| k.id == key.id) {
-                return Err(format!("key id {id:?} appears twice"));
+                return Err(RedactionKeyError::DuplicateId(id.to_owned()));
             }
             keys.push(key);
         }
@@ -119,16 +145,15 @@ impl RedactionKeys {
     /// The keys in [`Self::ENV`], if it is set.
     ///
     /// # Errors
-    /// As [`RedactionKeys::parse`], prefixed with the variable's name.
-    pub fn from_env() -> Result<Option<RedactionKeys>, String> {
+    /// As [`RedactionKeys::parse`], wrapped in [`RedactionKeyError::InEnv`] so that the message
+    /// names the variable.
+    pub fn from_env() -> Result<Option<RedactionKeys>, RedactionKeyError> {
         match std::env::var(Self::ENV) {
             Ok(text) => Self::parse(&text)
                 .map(Some)
-                .map_err(|e| format!("{}: {e}", Self::ENV)),
+                .map_err(|e| RedactionKeyError::InEnv(Box::new(e))),
             Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Err(format!("{} is not valid UTF-8", Self::ENV))
-            }
+            Err(std::env::VarError::NotUnicode(_)) => Err(RedactionKeyError::NotUnicode),
         }
     }
 
@@ -437,7 +462,7 @@ mod tests {
             (&format!("a b:{secret}"), "key id"),
             (&format!("k:{secret},k:{secret}"), "twice"),
         ] {
-            let e = RedactionKeys::parse(bad).expect_err(bad);
+            let e = RedactionKeys::parse(bad).expect_err(bad).to_string();
             assert!(e.contains(says) && !e.contains(&secret), "{bad}: {e}");
         }
         // Which key hashed a journal's payload: the replay of an older intent is recognised.

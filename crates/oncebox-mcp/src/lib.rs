@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::config::{Config, GET_INTENT_TOOL, ToolSettings};
-use oncebox_core::{InvalidIntent, NewIntent, Status, step_key};
+use oncebox_core::{IntentNames, InvalidIntent, NewIntent, Status, step_key};
 use oncebox_store::tokens::Caller;
 use oncebox_store::{Intake, Intent, SubmitError, intent_by_key};
 use rmcp::model::{
@@ -196,7 +196,14 @@ impl Gateway {
             run_id,
             step,
             ordering_key,
-            ..NewIntent::new(tenant, key, tool, arguments)
+            ..NewIntent::new(
+                IntentNames {
+                    tenant_id: &tenant,
+                    idempotency_key: &key,
+                    action: tool,
+                },
+                arguments,
+            )
         };
         // Watched from before the submit: a settlement right after it still wakes the wait.
         let settled = self.watch_settled();

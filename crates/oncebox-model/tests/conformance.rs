@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use oncebox_core::config::IdempotencyMode;
-use oncebox_core::{AttemptKind, NewIntent, Status};
+use oncebox_core::{AttemptKind, IntentNames, NewIntent, Status};
 use oncebox_model::{Action, IntentSpec, Phase, Protocol, RowNext, State, Variant};
 use oncebox_store::approvals;
 use oncebox_store::ops::{self, Actor, OpsError, Resolution};
@@ -567,7 +567,14 @@ async fn walk(pool: &PgPool, seed: u64) -> usize {
             deadline: spec
                 .deadline
                 .then(|| std::time::SystemTime::now() + Duration::from_secs(86_400)),
-            ..NewIntent::new("t", format!("k{i}"), action_of(spec), json!({"i": i}))
+            ..NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: &format!("k{i}"),
+                    action: action_of(spec),
+                },
+                json!({"i": i}),
+            )
         };
         let submitter = person(0).who;
         let submitted = intake

@@ -18,6 +18,55 @@ pub const OUTBOX_CHANNEL: &str = "oncebox_outbox";
 /// The one definition: statements take it as a parameter.
 pub const DONE_CHANNEL: &str = "oncebox_intent_done";
 
+/// The parameters of [`SUBMIT`] by name, in their order (`$1`, `$2`, …): the names every
+/// binding fills them by (the Rust store, and the Python and TypeScript packages, which read
+/// this list from their native modules), so that an intent field added to the statement is
+/// added here once. `delivery_arguments` holds the original arguments only when redaction
+/// changed them; `approvals` and `approval_window` are the action's approval policy (null for
+/// none); `submitted_by` the principal (null: the database role); `notify` whether to wake a
+/// waiting worker on `channel`.
+pub const SUBMIT_PARAMS: [&str; 15] = [
+    "tenant",
+    "key",
+    "action",
+    "request_hash",
+    "payload",
+    "business_ref",
+    "run_id",
+    "step",
+    "deadline",
+    "delivery_arguments",
+    "approvals",
+    "approval_window",
+    "submitted_by",
+    "notify",
+    "channel",
+];
+
+/// The parameters of [`SUBMIT_ORDERED`] by name, in their order: the tenant, the lane (the
+/// ordering key, the destination and whether its lanes skip a failed head), then the rest of
+/// [`SUBMIT_PARAMS`] in theirs.
+pub const SUBMIT_ORDERED_PARAMS: [&str; 18] = ordered_params();
+
+/// The lane's parameters, which [`SUBMIT_ORDERED`] takes after the tenant.
+const LANE_PARAMS: [&str; 3] = ["ordering_key", "destination", "skip_failed"];
+
+const fn ordered_params() -> [&'static str; 18] {
+    let mut out = [""; 18];
+    out[0] = SUBMIT_PARAMS[0];
+    let mut i = 0;
+    while i < LANE_PARAMS.len() {
+        out[1 + i] = LANE_PARAMS[i];
+        i += 1;
+    }
+    let mut i = 1;
+    while i < SUBMIT_PARAMS.len() {
+        out[LANE_PARAMS.len() + i] = SUBMIT_PARAMS[i];
+        i += 1;
+    }
+    out
+}
+
 macro_rules! statements {
     ($($(#[$doc:meta])* $name:ident = $file:literal;)*) => {
         $(
@@ -276,6 +325,35 @@ pub fn pyformat(statement: &str) -> Result<String, PyformatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The highest `$n` of a statement: how many parameters it takes.
+    fn parameters(statement: &str) -> usize {
+        let bytes = statement.as_bytes();
+        (0..bytes.len())
+            .filter(|&i| bytes[i] == b'$')
+            .filter_map(|i| {
+                let digits: String = statement[i + 1..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<usize>().ok()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn the_submit_parameter_lists_name_every_placeholder() {
+        assert_eq!(parameters(SUBMIT), SUBMIT_PARAMS.len());
+        assert_eq!(parameters(SUBMIT_ORDERED), SUBMIT_ORDERED_PARAMS.len());
+        assert_eq!(parameters("SELECT $1, $12, $3"), 12);
+        let (lane, rest) = SUBMIT_ORDERED_PARAMS.split_at(4);
+        assert_eq!(
+            lane,
+            ["tenant", "ordering_key", "destination", "skip_failed"]
+        );
+        assert_eq!(rest, &SUBMIT_PARAMS[1..]);
+    }
 
     #[test]
     fn placeholders_become_names_and_percent_signs_double() {

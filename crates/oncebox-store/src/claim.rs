@@ -274,7 +274,7 @@ fn decode_claimed(row: &PgRow) -> Option<ClaimedRow> {
 mod tests {
     use std::time::Duration;
 
-    use oncebox_core::NewIntent;
+    use oncebox_core::{IntentNames, NewIntent};
     use serde_json::json;
     use sqlx::PgPool;
 
@@ -318,7 +318,17 @@ mod tests {
         let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no hashes");
         let mut tx = pool.begin().await.expect("begin");
         intake
-            .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
+            .submit(
+                &mut tx,
+                NewIntent::new(
+                    IntentNames {
+                        tenant_id: "t",
+                        idempotency_key: "k",
+                        action: "a",
+                    },
+                    json!({}),
+                ),
+            )
             .await
             .expect("submit");
         tx.commit().await.expect("commit");

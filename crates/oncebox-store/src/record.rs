@@ -362,7 +362,7 @@ pub async fn defer(
 mod tests {
     use std::time::Duration;
 
-    use oncebox_core::{AttemptError, AttemptKind, ErrorCode, NewIntent, Status};
+    use oncebox_core::{AttemptError, AttemptKind, ErrorCode, IntentNames, NewIntent, Status};
     use serde_json::{Value, json};
     use sqlx::postgres::PgListener;
     use sqlx::{PgConnection, PgPool};
@@ -455,7 +455,14 @@ mod tests {
         let mut tx = sqlx::Acquire::begin(&pool).await.expect("begin");
         let mut ids = Vec::new();
         for k in 0..2 * N {
-            let new = NewIntent::new("t", format!("k{k}"), "a", json!({"k": k}));
+            let new = NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: &format!("k{k}"),
+                    action: "a",
+                },
+                json!({"k": k}),
+            );
             ids.push(intake.submit(&mut tx, new).await.expect("submit").intent.id);
         }
         tx.commit().await.expect("commit");

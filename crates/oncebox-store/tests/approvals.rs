@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use oncebox_core::config::Config;
-use oncebox_core::{NewIntent, Status};
+use oncebox_core::{IntentNames, NewIntent, Status};
 use oncebox_store::approvals::{self, Approved};
 use oncebox_store::ops::{self, Actor, OpsError};
 use oncebox_store::{Intake, Intent, Phase, claim, intent_by_key};
@@ -35,7 +35,14 @@ fn intake() -> Intake {
 }
 
 fn refund(key: &str, amount: Value) -> NewIntent {
-    NewIntent::new("t", key, "refund", json!({ "amount": amount }))
+    NewIntent::new(
+        IntentNames {
+            tenant_id: "t",
+            idempotency_key: key,
+            action: "refund",
+        },
+        json!({ "amount": amount }),
+    )
 }
 
 /// Submits `intent` through the API's path, as token `by`.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::breaker::{
     TokensWanted, answered, claim_probe, disable, enable, failed, park, states, take_tokens,
 };
@@ -133,11 +133,40 @@ async fn one_of_many_concurrent_callers_wins_the_probe(pool: PgPool) {
 /// its lane's head, are not touched.
 #[sqlx::test(migrations = "../../migrations")]
 async fn an_enable_makes_parked_deliveries_ready_whichever_comes_first(pool: PgPool) {
-    let a1 = submit(&pool, NewIntent::new("t", "a1", "a", json!({}))).await;
-    let b1 = submit(&pool, NewIntent::new("t", "b1", "b", json!({}))).await;
+    let a1 = submit(
+        &pool,
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "a1",
+                action: "a",
+            },
+            json!({}),
+        ),
+    )
+    .await;
+    let b1 = submit(
+        &pool,
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "b1",
+                action: "b",
+            },
+            json!({}),
+        ),
+    )
+    .await;
     let lane = |key: &str| NewIntent {
         ordering_key: Some("L".into()),
-        ..NewIntent::new("t", key, "a", json!({}))
+        ..NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: key,
+                action: "a",
+            },
+            json!({}),
+        )
     };
     let _head = submit(&pool, lane("l1")).await;
     let behind = submit(&pool, lane("l2")).await;
@@ -194,7 +223,14 @@ async fn a_parked_delivery_waits_no_longer_than_its_deadline(pool: PgPool) {
         &pool,
         NewIntent {
             deadline: Some(std::time::SystemTime::now() + Duration::from_secs(30)),
-            ..NewIntent::new("t", "d1", "a", json!({}))
+            ..NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: "d1",
+                    action: "a",
+                },
+                json!({}),
+            )
         },
     )
     .await;

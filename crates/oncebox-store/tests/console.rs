@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use oncebox_core::{NewIntent, Status};
+use oncebox_core::{IntentNames, NewIntent, Status};
 use oncebox_store::Intake;
 use oncebox_store::console::{self, AttentionFilter, NEEDS_A_PERSON};
 use oncebox_store::tokens::{NewToken, Role, create_token, revoke};
@@ -22,7 +22,14 @@ async fn intent_in(pool: &PgPool, tenant: &str, key: &str, status: Status, age_s
     let id = intake
         .submit(
             &mut tx,
-            NewIntent::new(tenant, key, action, json!({"n": 1})),
+            NewIntent::new(
+                IntentNames {
+                    tenant_id: tenant,
+                    idempotency_key: key,
+                    action,
+                },
+                json!({"n": 1}),
+            ),
         )
         .await
         .expect("submit")

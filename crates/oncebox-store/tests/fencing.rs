@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::{
     ClaimedRow, Completion, Intake, Lease, Phase, RecordSession, claim, mark_dispatched, record,
     renew,
@@ -215,7 +215,17 @@ async fn claimed_then_expired(pool: &PgPool) -> i64 {
     let intake = Intake::from_actions([("a".to_owned(), vec![])], None).expect("no rule hashes");
     let mut tx = pool.begin().await.expect("begin");
     let id = intake
-        .submit(&mut tx, NewIntent::new("t", "k", "a", json!({})))
+        .submit(
+            &mut tx,
+            NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: "k",
+                    action: "a",
+                },
+                json!({}),
+            ),
+        )
         .await
         .expect("submit")
         .intent

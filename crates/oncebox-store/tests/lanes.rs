@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use oncebox_core::config::Config;
-use oncebox_core::{AttemptKind, NewIntent, Status};
+use oncebox_core::{AttemptKind, IntentNames, NewIntent, Status};
 use oncebox_store::ops::{self, Actor};
 use oncebox_store::{Completion, Intake, Lease, Next, Phase, Report, claim, record};
 use serde_json::json;
@@ -19,7 +19,14 @@ fn intake() -> Intake {
 fn ordered(key: &str, action: &str, lane: &str) -> NewIntent {
     NewIntent {
         ordering_key: Some(lane.into()),
-        ..NewIntent::new("t", key, action, json!({"k": key}))
+        ..NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: key,
+                action,
+            },
+            json!({"k": key}),
+        )
     }
 }
 
@@ -103,7 +110,19 @@ async fn only_each_lanes_head_is_claimed_and_its_release_unparks_the_next(pool: 
     let x4 = submit(&pool, &intake, ordered("x4", "a", "X")).await;
     // The same ordering key to another destination (action b) is another lane.
     let bx = submit(&pool, &intake, ordered("bx", "b", "X")).await;
-    let free = submit(&pool, &intake, NewIntent::new("t", "free", "a", json!({}))).await;
+    let free = submit(
+        &pool,
+        &intake,
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: "free",
+                action: "a",
+            },
+            json!({}),
+        ),
+    )
+    .await;
 
     let first = claim_all(&pool).await;
     let ids: Vec<i64> = first.iter().map(|l| l.intent_id).collect();

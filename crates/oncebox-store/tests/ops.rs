@@ -1,7 +1,7 @@
 //! Operator changes against the real Postgres: one table (`OPERATOR_TRANSITIONS`) decides what
 //! an operator may do, and a refusal changes nothing.
 
-use oncebox_core::{NewIntent, Status};
+use oncebox_core::{IntentNames, NewIntent, Status};
 use oncebox_store::ops::{self, Actor, OpsError, Resolution};
 use oncebox_store::{Intake, intent_by_key};
 use serde_json::json;
@@ -14,7 +14,17 @@ async fn intent_in(pool: &PgPool, key: &str, status: Status) -> i64 {
         .with_notify(false);
     let mut tx = pool.begin().await.expect("begin");
     let id = intake
-        .submit(&mut tx, NewIntent::new("t", key, "a", json!({"n": 1})))
+        .submit(
+            &mut tx,
+            NewIntent::new(
+                IntentNames {
+                    tenant_id: "t",
+                    idempotency_key: key,
+                    action: "a",
+                },
+                json!({"n": 1}),
+            ),
+        )
         .await
         .expect("submit")
         .intent
@@ -260,7 +270,14 @@ async fn a_row_a_worker_held_cannot_be_cancelled_and_a_released_one_is_taken_at_
     let mut ids = Vec::new();
     for key in ["stopped", "stalled"] {
         let mut tx = pool.begin().await.expect("begin");
-        let new = NewIntent::new("t", key, "a", json!({"n": 1}));
+        let new = NewIntent::new(
+            IntentNames {
+                tenant_id: "t",
+                idempotency_key: key,
+                action: "a",
+            },
+            json!({"n": 1}),
+        );
         ids.push(intake.submit(&mut tx, new).await.expect("submit").intent.id);
         tx.commit().await.expect("commit");
     }

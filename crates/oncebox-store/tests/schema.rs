@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use oncebox_core::{AttemptKind, ErrorCode, NewIntent, Status};
+use oncebox_core::{AttemptKind, ErrorCode, IntentNames, NewIntent, Status};
 use oncebox_store::tokens::Role;
 use oncebox_store::{Intake, Phase, TenantCursor, claim};
 use serde_json::json;
@@ -192,7 +192,14 @@ async fn fill(pool: &PgPool, n: usize) {
         intake
             .submit(
                 &mut tx,
-                NewIntent::new("t", format!("k{i}"), "a", json!({"i": i})),
+                NewIntent::new(
+                    IntentNames {
+                        tenant_id: "t",
+                        idempotency_key: &format!("k{i}"),
+                        action: "a",
+                    },
+                    json!({"i": i}),
+                ),
             )
             .await
             .expect("submit");

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use oncebox_core::NewIntent;
 use oncebox_core::redact::{HashWith, RedactMode, RedactRule, RedactionKey, RedactionKeys, hashed};
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::{Intake, SubmitError, intent_by_key};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgListener, PgPoolOptions};
@@ -44,9 +44,11 @@ fn intake() -> Intake {
 
 fn invoice(key: &str) -> NewIntent {
     NewIntent::new(
-        "tenant-a",
-        key,
-        "create_invoice",
+        IntentNames {
+            tenant_id: "tenant-a",
+            idempotency_key: key,
+            action: "create_invoice",
+        },
         json!({"order_id": "order-8172", "amount": "125.00"}),
     )
 }
@@ -333,7 +335,14 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     let args = json!({"card": {"number": "4111111111111111", "cvc": "123"}, "amount": "10.00"});
     let s = submit_committed(
         &pool,
-        NewIntent::new("tenant-a", "pay-1", "charge_card", args.clone()),
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "tenant-a",
+                idempotency_key: "pay-1",
+                action: "charge_card",
+            },
+            args.clone(),
+        ),
     )
     .await
     .expect("submit");
@@ -363,7 +372,14 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     // request — kept nowhere, yet part of its hash as a keyed digest — and so is another card.
     let replay = submit_committed(
         &pool,
-        NewIntent::new("tenant-a", "pay-1", "charge_card", args.clone()),
+        NewIntent::new(
+            IntentNames {
+                tenant_id: "tenant-a",
+                idempotency_key: "pay-1",
+                action: "charge_card",
+            },
+            args.clone(),
+        ),
     )
     .await;
     assert!(!replay.expect("replay").created);
@@ -372,7 +388,14 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     assert!(matches!(
         submit_committed(
             &pool,
-            NewIntent::new("tenant-a", "pay-1", "charge_card", other_cvc)
+            NewIntent::new(
+                IntentNames {
+                    tenant_id: "tenant-a",
+                    idempotency_key: "pay-1",
+                    action: "charge_card"
+                },
+                other_cvc
+            )
         )
         .await,
         Err(SubmitError::KeyConflict { .. })
@@ -382,7 +405,14 @@ async fn redaction_happens_before_the_journal_and_delivery_keeps_the_original(po
     assert!(matches!(
         submit_committed(
             &pool,
-            NewIntent::new("tenant-a", "pay-1", "charge_card", other_card)
+            NewIntent::new(
+                IntentNames {
+                    tenant_id: "tenant-a",
+                    idempotency_key: "pay-1",
+                    action: "charge_card"
+                },
+                other_card
+            )
         )
         .await,
         Err(SubmitError::KeyConflict { .. })
@@ -520,7 +550,17 @@ async fn a_replay_across_a_key_rotation_is_still_a_replay(pool: PgPool) {
         async move {
             let mut tx = pool.begin().await.expect("begin");
             let r = intake
-                .submit(&mut tx, NewIntent::new("t", key, "charge_card", card))
+                .submit(
+                    &mut tx,
+                    NewIntent::new(
+                        IntentNames {
+                            tenant_id: "t",
+                            idempotency_key: key,
+                            action: "charge_card",
+                        },
+                        card,
+                    ),
+                )
                 .await;
             tx.commit().await.expect("commit");
             r

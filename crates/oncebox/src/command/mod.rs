@@ -87,7 +87,8 @@ pub(crate) fn load_config(path: &Path) -> Result<Config, CliError> {
 
 /// The redaction keys in the environment ([`redact::RedactionKeys::ENV`]), if set.
 pub(crate) fn redaction_keys() -> Result<Option<redact::RedactionKeys>, CliError> {
-    redact::RedactionKeys::from_env().map_err(|e| CliError::usage(redact::RedactionKeys::ENV, e))
+    redact::RedactionKeys::from_env()
+        .map_err(|e| CliError::usage(redact::RedactionKeys::ENV, e.to_string()))
 }
 
 /// The intake for `config`, hashing with the keys of the environment; refused (exit 2, naming

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use oncebox_core::NewIntent;
+use oncebox_core::{IntentNames, NewIntent};
 use oncebox_store::{Intake, SubmitError, Submitted};
 use serde_json::json;
 use sqlx::PgPool;
@@ -75,9 +75,11 @@ pub(super) fn intent_for(i: usize) -> NewIntent {
         business_ref: Some(format!("order-{i}")),
         run_id: Some(format!("run-{}", i % 7)),
         ..NewIntent::new(
-            "tenant-demo",
-            format!("invoice-order-{i}"),
-            action,
+            IntentNames {
+                tenant_id: "tenant-demo",
+                idempotency_key: &format!("invoice-order-{i}"),
+                action,
+            },
             arguments,
         )
     }
