@@ -2,14 +2,15 @@
 // writes, into binding/: the addon for this platform (oncebox.<platform>.node), the loader that
 // finds it — beside itself, else in this platform's package (oncebox-linux-x64-gnu and the
 // others the "napi" section of package.json declares) — and its types (index.d.ts), generated
-// from the Rust. ONCEBOX_CARGO_PROFILE picks the profile (default release; the test command
-// uses dev, sharing the Rust tests' build); CARGO_TARGET_DIR is honoured.
+// from the Rust. ONCEBOX_CARGO_PROFILE picks the profile (default dist: optimised, without debug
+// information, as a release ships it; the test command uses dev, sharing the Rust tests' build);
+// CARGO_TARGET_DIR is honoured.
 import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const js = join(dirname(fileURLToPath(import.meta.url)), "..");
-const profile = process.env.ONCEBOX_CARGO_PROFILE ?? "release";
+const profile = process.env.ONCEBOX_CARGO_PROFILE ?? "dist";
 const napi = join(js, "node_modules", "@napi-rs", "cli", "dist", "cli.js");
 execFileSync(
   process.execPath,
