@@ -1,7 +1,8 @@
 //! The repository explains itself and keeps its own rules: no function outside tests is longer
 //! than 80 lines, nothing points at documents outside the repository, every statement file of
 //! the store is one the store runs, the generated reference pages (metrics, HTTP API) are what
-//! the code says, and no two modules of a crate need each other.
+//! the code says, no two modules of a crate need each other, and the crate diagram is the
+//! workspace's dependency graph.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -804,6 +805,116 @@ fn every_relative_link_of_the_readmes_names_a_file() {
             }
             let path = link.split('#').next().unwrap_or(link);
             assert!(base.join(path).exists(), "{doc}: {link} names no file");
+        }
+    }
+}
+
+/// The crates of the workspace and each one's direct (normal) dependencies among them, from
+/// `cargo metadata`.
+fn workspace_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let names: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().expect("name").to_owned())
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str())
+                .filter(|d| names.contains(*d))
+                .map(str::to_owned)
+                .collect();
+            (p["name"].as_str().expect("name").to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The crate diagram of docs/architecture.md: node ids to crate names (a label's first word) and
+/// the arrows (`a --> b & c`), as crate names.
+fn drawn_graph(page: &str) -> (BTreeSet<String>, BTreeSet<(String, String)>) {
+    let block = page
+        .split("```mermaid\nflowchart LR\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the crate diagram");
+    let mut ids = std::collections::BTreeMap::new();
+    let mut arrows = Vec::new();
+    for line in block.lines().map(str::trim) {
+        if let Some((from, to)) = line.split_once("-->") {
+            for target in to.split('&') {
+                arrows.push((from.trim().to_owned(), target.trim().to_owned()));
+            }
+        } else if let Some((id, label)) = line.split_once("[\"") {
+            let name = label.split(['<', '"']).next().unwrap_or_default();
+            ids.insert(id.to_owned(), name.to_owned());
+        }
+    }
+    let name = |id: &str| {
+        ids.get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("the arrow's end {id:?} is not a node of the diagram"))
+    };
+    let edges = arrows.iter().map(|(a, b)| (name(a), name(b))).collect();
+    (ids.into_values().collect(), edges)
+}
+
+#[test]
+fn the_crate_diagram_is_the_workspace_graph() {
+    let page = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read");
+    let (nodes, edges) = drawn_graph(&page);
+    let graph = workspace_graph();
+    let crates: BTreeSet<String> = graph.keys().cloned().collect();
+    assert_eq!(
+        nodes, crates,
+        "the diagram's nodes are the workspace's crates"
+    );
+    for (from, to) in &edges {
+        assert!(
+            graph[from].contains(to),
+            "the diagram draws {from} --> {to}, which is not a dependency"
+        );
+    }
+    let reaches = |from: &str, to: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(at) = todo.pop() {
+            for (a, b) in &edges {
+                if *a == at && seen.insert(b.clone()) {
+                    todo.push(b.clone());
+                }
+            }
+        }
+        seen.contains(to)
+    };
+    for (from, deps) in &graph {
+        for to in deps {
+            assert!(
+                reaches(from, to),
+                "{from} depends on {to}: draw the arrow, or a path that implies it"
+            );
         }
     }
 }

@@ -15,7 +15,6 @@
 
 use std::fmt;
 
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -251,14 +250,8 @@ pub fn hashed(value: &Value, with: HashWith<'_>) -> String {
     let text = canonical_json(value);
     match with {
         HashWith::Key(key) => {
-            let mut mac = Hmac::<Sha256>::new_from_slice(&key.secret)
-                .expect("HMAC takes a key of any length");
-            mac.update(text.as_bytes());
-            format!(
-                "hmac-sha256:{}:{}",
-                key.id,
-                hex::encode(mac.finalize().into_bytes())
-            )
+            let tag = oncebox_signing::hmac_sha256(&key.secret, text.as_bytes());
+            format!("hmac-sha256:{}:{}", key.id, hex::encode(tag))
         }
         HashWith::LegacySha256 => format!("sha256:{}", hex::encode(Sha256::digest(text))),
     }
@@ -381,6 +374,19 @@ mod tests {
 
     fn with_key(value: &Value) -> String {
         hashed(value, HashWith::Key(&key()))
+    }
+
+    #[test]
+    fn a_keyed_hash_is_hmac_sha256_over_the_values_jcs_form() {
+        // Computed apart from this code: Python's `hmac.new(b"k" * 32, jcs, hashlib.sha256)`.
+        assert_eq!(
+            with_key(&json!("4111")),
+            "hmac-sha256:k1:867f111ead27ff0e823a0f6297240dabab78c7224390907b11fdc962b23929f5"
+        );
+        assert_eq!(
+            with_key(&json!({"b": [true, null], "a": 1})),
+            "hmac-sha256:k1:fe7deb1627c526cc49444b4d6771f85bf73678796737d35cdbe287998bfea9a8"
+        );
     }
 
     fn rule(pointer: &str, mode: RedactMode) -> RedactRule {

@@ -9,7 +9,7 @@ use oncebox_core::DeliveryOutcome;
 use oncebox_core::config::{self, HttpConfig, HttpMethod};
 use oncebox_core::outcome::{AttemptError, ErrorCode};
 use oncebox_core::retry::RetryAfter;
-use oncebox_inbox::webhook::{self, Signer};
+use oncebox_signing::webhook::{self, Signer};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oncebox_core::config::{self, HttpConfig, LookupSettings};
-use oncebox_inbox::webhook::Signer;
+use oncebox_signing::webhook::Signer;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! Signed HTTP deliveries against a server on 127.0.0.1 that keeps each request as received:
-//! the Standard Webhooks headers verify with `oncebox_inbox::webhook::verify` for every
+//! the Standard Webhooks headers verify with `oncebox_signing::webhook::verify` for every
 //! configured key, a retry keeps its `webhook-id`, and an unusable secret is refused at start
 //! naming its place in the list. (PyPI's `standardwebhooks` checks the same deliveries in
 //! python/tests/test_signing.py.)
@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use oncebox_core::config::{Config, Destination};
 use oncebox_delivery::{DeliveryOutcome, DeliveryRequest, HttpDestination};
-use oncebox_inbox::webhook::{Signer, VerifyingKey, verify};
+use oncebox_signing::webhook::{Signer, VerifyingKey, verify};
 use serde_json::json;
 
 type Seen = Arc<Mutex<Vec<(HeaderMap, Bytes)>>>;

@@ -22,7 +22,7 @@
 //! For HTTP receivers, [`webhook`] verifies the Standard Webhooks signatures oncebox's HTTP
 //! destinations send (and is what they sign with).
 
-pub mod webhook;
+pub use oncebox_signing::webhook;
 
 use std::future::Future;
 use std::pin::Pin;
