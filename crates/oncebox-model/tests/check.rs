@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use oncebox_model::{Protocol, Variant};
+use oncebox_model::{Protocol, Variant, properties};
 use stateright::{Checker, HasDiscoveries, Model};
 
 /// Checks `model` in every reachable state, one state per renumbering of the workers
@@ -68,7 +68,7 @@ fn the_protocol_holds_with_two_tenants_sharing_a_key() {
 fn sending_the_bare_key_makes_two_tenants_intents_one_effect() {
     finds(
         Protocol::tenants(Variant::BareKey),
-        oncebox_model::TWO_INTENTS_TWO_EFFECTS,
+        properties::TWO_INTENTS_TWO_EFFECTS,
     );
 }
 
@@ -76,7 +76,7 @@ fn sending_the_bare_key_makes_two_tenants_intents_one_effect() {
 fn looking_up_the_bare_key_finds_another_tenants_effect() {
     finds(
         Protocol::tenant_lookups(Variant::BareKey),
-        oncebox_model::TWO_INTENTS_TWO_EFFECTS,
+        properties::TWO_INTENTS_TWO_EFFECTS,
     );
 }
 
@@ -136,7 +136,7 @@ fn finds(model: Protocol, property: &'static str) {
 fn without_the_fence_a_stale_lease_writes() {
     finds(
         Protocol::slow_workers(Variant::NoFence),
-        "fencing: a stale lease never writes",
+        properties::FENCING,
     );
 }
 
@@ -144,7 +144,7 @@ fn without_the_fence_a_stale_lease_writes() {
 fn re_sending_an_unknown_outcome_without_a_lookup_makes_a_second_effect() {
     finds(
         Protocol::lookups(Variant::ResendWithoutLookup),
-        "a lookup destination is sent a second request only after a lookup past the window found nothing, and makes one effect",
+        properties::LOOKUP_BEFORE_RESEND,
     );
 }
 
@@ -152,7 +152,7 @@ fn re_sending_an_unknown_outcome_without_a_lookup_makes_a_second_effect() {
 fn a_second_lane_head_puts_two_intents_of_a_lane_in_flight() {
     finds(
         Protocol::small(Variant::SecondLaneHead),
-        "an ordering lane has at most one intent in flight",
+        properties::ONE_IN_FLIGHT_PER_LANE,
     );
 }
 
@@ -160,7 +160,7 @@ fn a_second_lane_head_puts_two_intents_of_a_lane_in_flight() {
 fn a_second_lane_head_can_reorder_a_lanes_effects() {
     finds(
         Protocol::small(Variant::SecondLaneHead),
-        "an ordering lane's effects happen in submit order",
+        properties::LANE_IN_ORDER,
     );
 }
 
@@ -168,7 +168,7 @@ fn a_second_lane_head_can_reorder_a_lanes_effects() {
 fn a_lookup_that_never_trusts_nothing_found_leaves_an_intent_unknown() {
     finds(
         Protocol::lookups(Variant::NeverReissue),
-        "liveness: once faults stop, every intent ends terminal, in needs_review or behind a lane head in it",
+        properties::LIVENESS,
     );
 }
 
@@ -176,7 +176,7 @@ fn a_lookup_that_never_trusts_nothing_found_leaves_an_intent_unknown() {
 fn without_the_dispatch_mark_a_destination_that_does_not_honour_keys_gets_a_second_request() {
     finds(
         Protocol::slow_workers(Variant::NoDispatchMark),
-        "a destination that does not is never sent a second request, unless a person retries",
+        properties::NO_RESEND_WITHOUT_KEYS,
     );
 }
 
@@ -184,6 +184,6 @@ fn without_the_dispatch_mark_a_destination_that_does_not_honour_keys_gets_a_seco
 fn releasing_an_intent_one_approver_short_sends_it_unapproved() {
     finds(
         Protocol::with_approvals(Variant::OneApproverShort),
-        "no request is sent for an intent whose approvals are incomplete",
+        properties::NO_REQUEST_UNAPPROVED,
     );
 }
