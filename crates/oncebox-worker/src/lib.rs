@@ -7,37 +7,36 @@
 //! keeps leases alive; the reconciler looks unknown outcomes up; the notifier publishes dead
 //! letters; gauges read the ready queue. No database transaction is open while a destination is
 //! called. Run as many worker processes as you like: SKIP LOCKED shares the work.
+//!
+//! The folder: `services/` holds the loops the supervisor runs (and the claimer's parts:
+//! `dispatch`, `wakeup`); `decisions/` the pure functions they apply (`decide`: an attempt's
+//! outcome to the next status; `reconcile`: a lookup's result to the next step), which take time
+//! and jitter as arguments and do no I/O; beside them the worker's shared parts (`context`,
+//! `breaker`, `routes`, `settings`, `metrics`, `probes`) and the supervisor (`worker`, `service`).
 
-mod ask;
 mod breaker;
-mod claimer;
-mod completer;
 mod context;
 mod crash;
-mod dead_letter;
-mod decide;
-mod dispatch;
-mod gauges;
+mod decisions;
 pub mod metrics;
 mod probes;
-mod reconcile;
-mod reconciler;
-mod renewer;
 mod routes;
 mod service;
+mod services;
 mod settings;
 #[cfg(test)]
 mod testing;
-mod wakeup;
 mod worker;
 
-pub use ask::{ASK_ACTION, ask_key, console_link, message as approval_request_message};
-pub use dead_letter::{connect as connect_dead_letters, message as dead_letter_message, reasons};
-pub use decide::{Attempted, decide};
+pub use decisions::decide::{Attempted, decide};
+pub use decisions::reconcile::{Reconciling, decide_reconcile, look_again_in};
 pub use metrics::Metrics;
 pub use probes::{Probes, serve as serve_probes};
-pub use reconcile::{Reconciling, decide_reconcile, look_again_in};
 pub use routes::{Adapter, Route, RouteError, Routes};
 pub use service::ServiceFailed;
+pub use services::ask::{ASK_ACTION, ask_key, console_link, message as approval_request_message};
+pub use services::dead_letter::{
+    connect as connect_dead_letters, message as dead_letter_message, reasons,
+};
 pub use settings::{LEASE_MARGIN, WorkerSettings};
 pub use worker::{WorkerError, run};

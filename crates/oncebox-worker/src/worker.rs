@@ -5,19 +5,19 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::ask::Asker;
-use crate::claimer::Claimer;
-use crate::completer::Completer;
 use crate::context::{Context, InFlight};
-use crate::dead_letter::Notifier;
-use crate::gauges::Gauges;
 use crate::metrics::Metrics;
-use crate::reconciler::Reconciler;
-use crate::renewer::Renewer;
 use crate::routes::Routes;
 use crate::service::{ServiceFailed, Stage, Supervisor};
+use crate::services::ask::Asker;
+use crate::services::claimer::Claimer;
+use crate::services::completer::Completer;
+use crate::services::dead_letter::Notifier;
+use crate::services::gauges::Gauges;
+use crate::services::reconciler::Reconciler;
+use crate::services::renewer::Renewer;
+use crate::services::wakeup::Wakeup;
 use crate::settings::WorkerSettings;
-use crate::wakeup::Wakeup;
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::service::Service;
+use crate::services::wakeup::{Next, sleep_or_stop};
 use crate::settings::ASK_BATCH;
-use crate::wakeup::{Next, sleep_or_stop};
 
 /// What the messages name in `X-Oncebox-Action` (HTTP) or the `action` header (AMQP). The
 /// destination executes no action (the configuration refuses one that does), so nothing takes

@@ -12,11 +12,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::completer::Outcomes;
 use crate::context::Context;
 use crate::metrics::{LOOP_DELIVER, now_ms};
 use crate::service::Service;
-use crate::wakeup::{Next, Wakeup, sleep_or_stop};
+use crate::services::completer::Outcomes;
+use crate::services::wakeup::{Next, Wakeup, sleep_or_stop};
 
 /// How long a claim waits for half a batch of free slots before claiming what is free.
 const FILL_WAIT: Duration = Duration::from_millis(2);
@@ -111,7 +111,14 @@ impl Service for Claimer {
                     crate::crash::point("after_claim").await;
                     self.wakeup.working(&ctx, rows.len()).await;
                     ctx.metrics.claimed(rows.len());
-                    crate::dispatch::start(&ctx, rows, &permits, &self.outcomes, &mut calls).await;
+                    crate::services::dispatch::start(
+                        &ctx,
+                        rows,
+                        &permits,
+                        &self.outcomes,
+                        &mut calls,
+                    )
+                    .await;
                     // Let the calls just spawned send their requests before the next claim:
                     // a spawned task otherwise waits on this thread until the claimer yields.
                     tokio::task::yield_now().await;

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::service::Service;
+use crate::services::wakeup::{Next, sleep_or_stop};
 use crate::settings::NOTIFY_BATCH;
-use crate::wakeup::{Next, sleep_or_stop};
 
 /// The reasons, each with its durable quorum queue `<exchange>.<reason>`: the dead-letter
 /// statuses ([`Status::is_dead_letter`]).

@@ -17,10 +17,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::breaker::Gate;
-use crate::completer::Outcomes;
 use crate::context::Context;
-use crate::decide::{Attempted, decide};
+use crate::decisions::decide::{Attempted, decide};
 use crate::routes::{Route, Routes};
+use crate::services::completer::Outcomes;
 
 /// What a claimed deliver row needs.
 #[derive(Debug, PartialEq)]

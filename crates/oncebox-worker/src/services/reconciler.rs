@@ -12,14 +12,14 @@ use oncebox_store::{ClaimedRow, Completion, Lease, Phase};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::completer::Outcomes;
 use crate::context::Context;
+use crate::decisions::reconcile::{Reconciling, decide_reconcile};
 use crate::metrics::{LOOP_RECONCILE, now_ms};
-use crate::reconcile::{Reconciling, decide_reconcile};
 use crate::routes::Route;
 use crate::service::Service;
+use crate::services::completer::Outcomes;
+use crate::services::wakeup::{Next, sleep_or_stop};
 use crate::settings::RECONCILE_BATCH;
-use crate::wakeup::{Next, sleep_or_stop};
 
 /// The reconciliation loop.
 pub(crate) struct Reconciler {
@@ -59,7 +59,7 @@ impl Service for Reconciler {
                     async move {
                         let decided = look_up(route.as_deref(), &row).await;
                         tracing::info!(outcome = ?decided.report.as_ref().map(|r| r.kind), status = %decided.status, "reconciled");
-                        crate::dispatch::send(&outcomes, decided).await;
+                        crate::services::dispatch::send(&outcomes, decided).await;
                     },
                     span,
                 ));
