@@ -306,7 +306,7 @@ pub struct Count {
     /// The action.
     pub action: String,
     /// The status.
-    pub status: String,
+    pub status: Status,
     /// How many.
     pub n: i64,
 }
@@ -328,7 +328,7 @@ pub struct Completed {
     /// Minutes ago (0 = this minute, up to 59).
     pub minutes_ago: i32,
     /// The terminal status.
-    pub status: String,
+    pub status: Status,
     /// How many.
     pub n: i64,
 }

@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
+use oncebox_core::Status;
 
 /// What [`url_part`] encodes: everything but RFC 3986's unreserved characters.
 const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -55,9 +56,14 @@ pub(crate) fn ago(t: DateTime<Utc>) -> String {
     format!("{} ago", age(secs))
 }
 
-/// A status as a badge (its class colours it).
-pub(crate) fn badge(status: &str) -> Markup {
-    html! { span class={ "badge s-" (status) } { (status) } }
+/// A status as a badge (its class, `s-STATUS`, colours it): `(Badge(status))` in a template.
+pub(crate) struct Badge(pub(crate) Status);
+
+impl maud::Render for Badge {
+    fn render(&self) -> Markup {
+        let status = self.0.as_str();
+        html! { span class={ "badge s-" (status) } { (status) } }
+    }
 }
 
 /// A table's head: one column header per name.
@@ -65,7 +71,9 @@ pub(crate) fn columns(names: &[&str]) -> Markup {
     html! { thead { tr { @for name in names { th scope="col" { (name) } } } } }
 }
 
-/// Which navigation entry a page belongs to.
+/// Which navigation entry a page belongs to. The entries the frame shows, in order, are
+/// [`NAVIGATION`]; each one's path (where the router mounts its page) and label are here, so a
+/// page in the navigation is one variant, its two arms and its line in [`NAVIGATION`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
     Approvals,
@@ -73,6 +81,33 @@ pub(crate) enum Nav {
     Attention,
     Search,
     None,
+}
+
+/// The navigation, in the order the frame shows it.
+pub(crate) const NAVIGATION: [Nav; 3] = [Nav::Approvals, Nav::Overview, Nav::Attention];
+
+impl Nav {
+    /// The path of the entry's page.
+    pub(crate) const fn path(self) -> &'static str {
+        match self {
+            Nav::Approvals => "/console/approvals",
+            Nav::Overview => "/console",
+            Nav::Attention => "/console/attention",
+            Nav::Search => "/console/search",
+            Nav::None => "",
+        }
+    }
+
+    /// The entry's label in the navigation.
+    const fn label(self) -> &'static str {
+        match self {
+            Nav::Approvals => "Awaiting approval",
+            Nav::Overview => "Overview",
+            Nav::Attention => "Needs a person",
+            Nav::Search => "Search",
+            Nav::None => "",
+        }
+    }
 }
 
 /// Who is logged in, as the frame shows it, and the CSRF token of the logout form.
@@ -87,12 +122,12 @@ pub(crate) struct Frame<'a> {
 
 /// A whole page: the frame (navigation, search, who, logout) around `body`.
 pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: Markup) -> String {
-    let item = |n: Nav, href: &str, label: &str| {
+    let item = |n: Nav| {
         html! {
             @if n == nav {
-                a href=(href) aria-current="page" { (label) }
+                a href=(n.path()) aria-current="page" { (n.label()) }
             } @else {
-                a href=(href) { (label) }
+                a href=(n.path()) { (n.label()) }
             }
         }
     };
@@ -111,11 +146,9 @@ pub(crate) fn page(title: &str, nav: Nav, frame: Option<&Frame<'_>>, body: Marku
                     a.brand href="/console" { "oncebox" }
                     @if let Some(f) = frame {
                         nav {
-                            (item(Nav::Approvals, "/console/approvals", "Awaiting approval"))
-                            (item(Nav::Overview, "/console", "Overview"))
-                            (item(Nav::Attention, "/console/attention", "Needs a person"))
+                            @for n in NAVIGATION { (item(n)) }
                         }
-                        form.search method="get" action="/console/search" {
+                        form.search method="get" action=(Nav::Search.path()) {
                             input type="search" name="q" placeholder="Key or business reference"
                                 aria-label="Search by key or business reference" required;
                             button type="submit" { "Search" }
@@ -240,8 +273,8 @@ mod tests {
              &lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;q&quot;</p>"
         );
         assert_eq!(
-            badge("<b>").into_string(),
-            "<span class=\"badge s-&lt;b&gt;\">&lt;b&gt;</span>"
+            html! { (Badge(Status::NeedsReview)) }.into_string(),
+            "<span class=\"badge s-needs_review\">needs_review</span>"
         );
         assert_eq!(url_part("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
         assert_eq!(

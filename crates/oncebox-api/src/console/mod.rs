@@ -37,6 +37,7 @@ use oncebox_store::tokens::Role;
 use tokio::time::Instant;
 
 use crate::AppState;
+use html::Nav;
 
 /// The dead-letter queues' depths, read when the overview is shown: each queue's name and its
 /// message count (`None` when it could not be read).
@@ -90,15 +91,15 @@ const CSS: &str = include_str!("console.css");
 /// The console's routes, behind its security headers.
 pub(crate) fn routes(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/console", get(pages::overview))
+        .route(Nav::Overview.path(), get(pages::overview))
         .route("/console/", get(|| async { Redirect::to("/console") }))
         .route("/console/login", get(login_page).post(login))
         .route("/console/logout", post(logout))
         .route("/console/oidc/start", get(oidc::start))
         .route("/console/oidc/callback", get(oidc::callback))
-        .route("/console/approvals", get(pages::approvals))
-        .route("/console/attention", get(pages::attention))
-        .route("/console/search", get(pages::search))
+        .route(Nav::Approvals.path(), get(pages::approvals))
+        .route(Nav::Attention.path(), get(pages::attention))
+        .route(Nav::Search.path(), get(pages::search))
         .route("/console/intents/{key}", get(pages::intent))
         .route("/console/intents/{key}/retry", post(pages::retry))
         .route("/console/intents/{key}/resolve", post(pages::resolve))
@@ -266,7 +267,7 @@ fn secure(state: &AppState, headers: &HeaderMap) -> bool {
 
 /// The logged-in session of this request (within the token's rate limits), or the answer to
 /// give instead: to the login page when there is none.
-pub(crate) async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Response> {
+async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Response> {
     let Some(id) = cookie(headers, SESSION_COOKIE).filter(|id| !id.is_empty()) else {
         return Err(Redirect::to("/console/login").into_response());
     };
@@ -292,6 +293,22 @@ pub(crate) async fn session(state: &AppState, headers: &HeaderMap) -> Result<Ses
         ));
     }
     Ok(session)
+}
+
+/// The signed-in operator of a console page: a handler that takes it runs only for a live ops
+/// session within its request rate; otherwise the extractor answers (the sign-in page, or the
+/// 429 page), so no handler repeats the check.
+pub(crate) struct Signed(pub(crate) Session);
+
+impl axum::extract::FromRequestParts<Arc<AppState>> for Signed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Response> {
+        session(state, &parts.headers).await.map(Signed)
+    }
 }
 
 /// The session of a state-changing request, then its form, which must carry the session's CSRF

@@ -1,6 +1,7 @@
 //! Option groups more than one command takes, flattened into their `Args`: the database, the
 //! configuration file, the schema guard, the dead-letter queues, the tool wait, an HTTP
-//! server's limits and the API's request rates.
+//! server's limits and the API's request rates; and the values a closed set gives an option
+//! (a status).
 
 use std::path::PathBuf;
 
@@ -200,5 +201,30 @@ impl HttpLimitArgs {
             max_connections: self.http_max_connections,
             ..oncebox_serve::Limits::default()
         }
+    }
+}
+
+/// An intent status as a command-line value: the values, their help and their completion come
+/// from the core's list of statuses, so a new status needs no edit here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusArg(pub(crate) oncebox_core::Status);
+
+impl clap::ValueEnum for StatusArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [StatusArg; oncebox_core::Status::ALL.len()] = {
+            let mut all =
+                [StatusArg(oncebox_core::Status::Pending); oncebox_core::Status::ALL.len()];
+            let mut i = 0;
+            while i < all.len() {
+                all[i] = StatusArg(oncebox_core::Status::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
     }
 }

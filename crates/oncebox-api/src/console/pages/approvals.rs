@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
@@ -17,7 +16,7 @@ use super::attention::cursor;
 use super::{PAGE, destination_of, respond};
 use crate::AppState;
 use crate::console::html::{self, Nav, ago, columns, excerpt, intent_href, url_part};
-use crate::console::{internal, session};
+use crate::console::{Signed, internal};
 
 /// A window closing sooner than this is marked.
 const SOON: chrono::TimeDelta = chrono::TimeDelta::hours(1);
@@ -26,13 +25,9 @@ const SOON: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 /// a time, with how many wait in all and when the first window closes.
 pub(crate) async fn approvals(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Signed(s): Signed,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(answer) => return answer,
-    };
     let after = q.get("after").and_then(|a| cursor(a));
     let pool = &state.pool;
     let (rows, waiting) = match tokio::try_join!(

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
@@ -16,7 +15,7 @@ use oncebox_store::console::{AttentionFilter, NEEDS_A_PERSON};
 use super::{PAGE, intent_table, respond};
 use crate::AppState;
 use crate::console::html::{Nav, url_part};
-use crate::console::{internal, session};
+use crate::console::{Signed, internal};
 
 /// Parses a page cursor `2026-12-01T10:00:00.123456Z,42`; a time outside the years 1970–9999
 /// (which no intent has, and Postgres may not hold) is no cursor.
@@ -50,13 +49,9 @@ fn older_than(s: &str) -> Option<Duration> {
 /// `/console/attention`: the intents that wait for a person, filtered by the query.
 pub(crate) async fn attention(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Signed(s): Signed,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(answer) => return answer,
-    };
     let (filter, problems) = attention_filter(&state, &s.tenant_id, &q);
     let mut rows = match oncebox_store::console::attention(&state.pool, &filter).await {
         Ok(rows) => rows,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
@@ -15,20 +15,16 @@ use oncebox_store::console::Session;
 
 use super::{destination_of, frame};
 use crate::AppState;
-use crate::console::html::{self, Nav, badge, columns, excerpt, intent_href};
-use crate::console::{internal, session};
+use crate::console::html::{self, Badge, Nav, columns, excerpt, intent_href};
+use crate::console::{Signed, internal};
 
 /// `/console/intents/{key}`: one intent, with a note after a decision (`?done=`).
 pub(crate) async fn intent(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Signed(s): Signed,
     Path(key): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(answer) => return answer,
-    };
     let note = q.get("done").map(|d| match d.as_str() {
         "retry" => "Retried: the intent is pending again, under the same key.",
         "resolve" => "Resolved.",
@@ -148,7 +144,7 @@ fn facts(state: &AppState, i: &Intent) -> Markup {
             dl.facts {
                 dt { "key" } dd { code { (i.idempotency_key) } }
                 dt { "delivery key" } dd { code { (i.delivery_key()) } }
-                dt { "status" } dd { (badge(i.status.as_str())) }
+                dt { "status" } dd { (Badge(i.status)) }
                 dt { "action" } dd { (i.action) " → " (destination_of(state, &i.action)) }
                 dt { "request hash" } dd { code { (i.request_hash) } }
                 dt { "attempts" } dd { (i.attempt_count) }
@@ -224,8 +220,8 @@ fn audit_table(audit: &[oncebox_store::ops::AuditRow]) -> Markup {
                             td { (a.via) }
                             td { (a.action) }
                             td {
-                                (badge(a.status_before.as_str())) " → "
-                                (badge(a.status_after.as_str()))
+                                (Badge(a.status_before)) " → "
+                                (Badge(a.status_after))
                             }
                             td { (a.reason.as_deref().unwrap_or("—")) }
                         }

@@ -17,7 +17,7 @@ use maud::{Markup, html};
 use oncebox_store::Intent;
 use oncebox_store::console::Session;
 
-use super::html::{self, Frame, Nav, ago, badge, columns, excerpt, intent_href};
+use super::html::{self, Badge, Frame, Nav, ago, columns, excerpt, intent_href};
 use crate::AppState;
 
 pub(crate) use approvals::approvals;
@@ -68,7 +68,7 @@ fn intent_table(state: &AppState, rows: &[Intent]) -> Markup {
                 @for i in rows {
                     tr {
                         td { a href=(intent_href(&i.idempotency_key)) { code { (i.idempotency_key) } } }
-                        td { (badge(i.status.as_str())) }
+                        td { (Badge(i.status)) }
                         td { (i.action) }
                         td { (destination_of(state, &i.action)) }
                         td { (i.attempt_count) }

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use maud::{Markup, html};
 use oncebox_core::Status;
@@ -14,15 +13,11 @@ use oncebox_store::console::NEEDS_A_PERSON;
 use super::{destination_of, respond};
 use crate::AppState;
 use crate::console::html::{self, Bar, Nav, age, columns, url_part};
-use crate::console::{internal, session};
+use crate::console::{Signed, internal};
 
 /// `/console`: what waits now, the last hour's deliveries, intents by status, the queues and
 /// the workers.
-pub(crate) async fn overview(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(answer) => return answer,
-    };
+pub(crate) async fn overview(State(state): State<Arc<AppState>>, Signed(s): Signed) -> Response {
     let tenant = &s.tenant_id;
     let pool = &state.pool;
     let (counts, completed, ready, workers) = match tokio::try_join!(
@@ -52,7 +47,7 @@ fn tiles(
     let of = |status: oncebox_core::Status| -> i64 {
         counts
             .iter()
-            .filter(|c| c.status == status.as_str())
+            .filter(|c| c.status == status)
             .map(|c| c.n)
             .sum()
     };
@@ -94,7 +89,7 @@ fn completions_chart(completed: &[oncebox_store::console::Completed]) -> Markup 
             .map(|m| 59 - m)
         {
             let n = u64::try_from(c.n).unwrap_or(0);
-            if c.status == "succeeded" {
+            if c.status == Status::Succeeded {
                 per_minute[slot].0 += n;
             } else {
                 per_minute[slot].1 += n;
@@ -128,12 +123,12 @@ fn completions_chart(completed: &[oncebox_store::console::Completed]) -> Markup 
 /// The tenant's intents by status (columns) and destination (rows).
 fn status_table(state: &AppState, counts: &[oncebox_store::console::Count]) -> Markup {
     let statuses: Vec<Status> = Status::ALL.to_vec();
-    let mut by_dest: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut by_dest: BTreeMap<&str, BTreeMap<Status, i64>> = BTreeMap::new();
     for c in counts {
         *by_dest
             .entry(destination_of(state, &c.action))
             .or_default()
-            .entry(c.status.clone())
+            .entry(c.status)
             .or_default() += c.n;
     }
     html! {
@@ -154,7 +149,7 @@ fn status_table(state: &AppState, counts: &[oncebox_store::console::Count]) -> M
                         tr {
                             th scope="row" { (dest) }
                             @for st in &statuses {
-                                @let n = row.get(st.as_str()).copied().unwrap_or(0);
+                                @let n = row.get(st).copied().unwrap_or(0);
                                 @if n > 0 && NEEDS_A_PERSON.contains(st) {
                                     td {
                                         a href={

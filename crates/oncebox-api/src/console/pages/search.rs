@@ -4,25 +4,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 
 use super::{intent_table, respond, respond_with};
 use crate::AppState;
 use crate::console::html::{Nav, intent_href};
-use crate::console::{internal, session};
+use crate::console::{Signed, internal};
 
 /// `/console/search?q=`: the intent with that key, or the intents with that business reference.
 pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Signed(s): Signed,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(answer) => return answer,
-    };
     let query = q.get("q").map(|v| v.trim()).unwrap_or_default();
     if query.is_empty() {
         let body = html! { p.hint { "Enter an idempotency key or a business reference." } };

@@ -1,24 +1,22 @@
 //! `oncebox ops list`.
 
 use clap::Args as ClapArgs;
-use oncebox_core::Status;
 use oncebox_core::duration::HumanDuration;
 use oncebox_store::ops::{self, ListFilter};
 use serde_json::json;
 
-use crate::command::args::DbArgs;
+use crate::command::args::{DbArgs, StatusArg};
 use crate::command::connect;
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 
 /// The filters of `ops list`.
 #[derive(Debug, ClapArgs)]
 pub(crate) struct Args {
     #[command(flatten)]
     pub(crate) db: DbArgs,
-    /// Only this status (awaiting_approval, pending, in_flight, unknown, reconciling,
-    /// needs_review, succeeded, failed, cancelled, expired, rejected).
-    #[arg(long)]
-    pub(crate) status: Option<String>,
+    /// Only this status.
+    #[arg(long, value_enum)]
+    pub(crate) status: Option<StatusArg>,
     /// Only this tenant.
     #[arg(long)]
     pub(crate) tenant: Option<String>,
@@ -35,12 +33,7 @@ pub(crate) struct Args {
 
 /// Lists intents, the longest unchanged first (by when each last changed).
 pub(crate) async fn run(a: Args, json_out: bool) -> CliResult {
-    let status = a
-        .status
-        .as_deref()
-        .map(str::parse::<Status>)
-        .transpose()
-        .map_err(|e| CliError::usage("status", format!("status: {e}")))?;
+    let status = a.status.map(|s| s.0);
     let pool = connect(&a.db, 1).await?;
     let filter = ListFilter {
         status,
