@@ -918,3 +918,42 @@ fn the_crate_diagram_is_the_workspace_graph() {
         }
     }
 }
+
+#[test]
+fn every_dependency_is_declared_once_in_the_workspace() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let mut local = Vec::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let manifest = package["manifest_path"].as_str().expect("manifest_path");
+        let text = std::fs::read_to_string(manifest).expect("read the manifest");
+        let mut section = "";
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+            } else if section.ends_with("dependencies]")
+                && !line.is_empty()
+                && !line.starts_with('#')
+                && !line.contains("workspace = true")
+            {
+                local.push(format!("{manifest}: {line}"));
+            }
+        }
+    }
+    assert!(
+        local.is_empty(),
+        "declare these in the workspace's [workspace.dependencies] and use `workspace = true` \
+         (with the crate's own features): {local:#?}"
+    );
+}

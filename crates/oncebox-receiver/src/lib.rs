@@ -303,7 +303,12 @@ fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
 fn look_up(state: &Mutex<State>, target: &str) -> Value {
     let key = target
         .split_once("key=")
-        .map(|(_, k)| percent_decode(k.split('&').next().unwrap_or_default()))
+        .map(|(_, k)| {
+            let k = k.split('&').next().unwrap_or_default();
+            percent_encoding::percent_decode_str(k)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
     let found = state
         .lock()
@@ -490,23 +495,4 @@ async fn respond(
     out.push_str(body);
     stream.write_all(out.as_bytes()).await?;
     stream.flush().await
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
