@@ -184,6 +184,7 @@ fn help_is_there_for_every_subcommand() {
         "demo",
         "receiver",
         "mcp",
+        "completions",
         "Exit codes",
     ] {
         assert!(text.contains(sub), "--help lacks {sub}:\n{text}");
@@ -208,6 +209,7 @@ fn help_is_there_for_every_subcommand() {
         &["mcp"],
         &["ops", "token", "create"],
         &["ops", "token", "revoke"],
+        &["completions"],
     ] {
         assert_help(BIN, sub);
     }
@@ -1192,4 +1194,38 @@ echo "conflict $(curl -s -o /dev/null -w '%{{http_code}}' -X POST {api}/v1/inten
         "{effects}"
     );
     db.drop_db().await;
+}
+
+#[test]
+fn completions_come_from_the_command_tree_and_its_closed_sets() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        assert_eq!(
+            code(&o),
+            0,
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let script = String::from_utf8_lossy(&o.stdout);
+        // Commands, nested ones and options.
+        for word in ["oncebox", "migrate", "destinations", "--older-than"] {
+            assert!(script.contains(word), "{shell}'s script lacks {word}");
+        }
+        // Bash's script holds no descriptions, only the words it completes: a status in it is a
+        // value of `ops list --status`, from the core's list through its value enum (zsh and
+        // fish complete values too, with descriptions; elvish and powershell do not).
+        if shell == "bash" {
+            for status in oncebox_core::Status::ALL {
+                assert!(script.contains(status.as_str()), "{shell}: {status}");
+            }
+        }
+    }
+    let o = Command::new(BIN)
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&o), 2, "an unknown shell is a usage error");
 }

@@ -4,7 +4,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::command::{hash, mcp, migrate, ops, receiver, serve, show, submit, worker};
+use crate::command::{completions, hash, mcp, migrate, ops, receiver, serve, show, submit, worker};
 
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes: 0 ok · 1 other failure (database down, I/O) · 2 usage or invalid input \
@@ -72,4 +72,5 @@ pub(crate) enum Command {
     Demo(crate::demo::Args),
     Mcp(mcp::Args),
     Receiver(receiver::Args),
+    Completions(completions::Args),
 }

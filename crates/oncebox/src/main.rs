@@ -47,6 +47,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args, json).await,
             Command::Receiver(args) => command::receiver::run(args).await,
             Command::Mcp(args) => command::mcp::run(args).await,
+            Command::Completions(args) => command::completions::run(args),
         }
     });
     match result {

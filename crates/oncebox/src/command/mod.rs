@@ -3,6 +3,7 @@
 //! configuration, reading `--arguments`, waiting for a signal).
 
 pub(crate) mod args;
+pub(crate) mod completions;
 pub(crate) mod hash;
 pub(crate) mod mcp;
 pub(crate) mod migrate;
