@@ -809,9 +809,8 @@ fn every_relative_link_of_the_readmes_names_a_file() {
     }
 }
 
-/// The crates of the workspace and each one's direct (normal) dependencies among them, from
-/// `cargo metadata`.
-fn workspace_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+/// The workspace's members as `cargo metadata --no-deps` describes them.
+fn cargo_metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args([
@@ -829,7 +828,13 @@ fn workspace_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    serde_json::from_slice(&out.stdout).expect("metadata JSON")
+}
+
+/// The crates of the workspace and each one's direct (normal) dependencies among them, from
+/// `cargo metadata`.
+fn workspace_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let meta = cargo_metadata();
     let packages = meta["packages"].as_array().expect("packages");
     let names: BTreeSet<String> = packages
         .iter()
@@ -921,19 +926,7 @@ fn the_crate_diagram_is_the_workspace_graph() {
 
 #[test]
 fn every_dependency_is_declared_once_in_the_workspace() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(root())
-        .output()
-        .expect("cargo metadata runs");
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let meta = cargo_metadata();
     let mut local = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
         let manifest = package["manifest_path"].as_str().expect("manifest_path");
